@@ -1,0 +1,3 @@
+"""roost: durable, supervised sessions for AI coding-agent CLIs."""
+
+__version__ = "0.1.0"

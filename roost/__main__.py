@@ -1,0 +1,3 @@
+from roost.cli.main import main
+
+main()

@@ -1,0 +1,89 @@
+"""The adapter actors: each provider's knowledge served as ``adapter/<provider>`` over the broker.
+
+One process hosts every adapter (one broker peer each). They hold no state, so the node simply
+restarts the process if it dies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import zmq.asyncio
+
+from roost.actors.peer import Peer
+from roost.actors.process import run_until_stopped, setup_logging, watch_lifeline
+from roost.adapters.base import Adapter, LaunchContext
+from roost.adapters.registry import adapters
+from roost.broker import fields as f
+from roost.broker import protocol as p
+from roost.broker.errors import RoostError
+
+
+class AdapterActor:
+    """Serves one adapter's methods."""
+
+    def __init__(self, adapter: Adapter, peer: Peer) -> None:
+        self.adapter, self.peer = adapter, peer
+        peer.handlers.update({
+            "adapter.launch": self.launch,
+            "adapter.classify": self.classify,
+            "adapter.identity": self.identity,
+        })
+
+    @staticmethod
+    def _context(body: dict[str, Any]) -> LaunchContext:
+        mode = f.req_str(body, "mode")
+        if mode not in ("pty", "stream"):
+            raise RoostError("bad-request", "field 'mode' must be pty or stream", {"field": "mode"})
+        return LaunchContext(cwd=f.req_str(body, "cwd"), mode=mode, env=f.str_map(body, "env"),
+                             data_dir=f.req_str(body, "data_dir"))
+
+    async def launch(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        ctx = self._context(body)
+        resume = f.opt_str(body, "resume", max_len=256)
+        launch = self.adapter.resume(resume, ctx) if resume else self.adapter.fresh(ctx)
+        return {**launch.to_wire(), "submit": self.adapter.submit}
+
+    async def classify(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        screen = f.text(body, "screen")
+        return self.adapter.classify(screen, exited=f.opt_bool(body, "exited")).to_wire()
+
+    async def identity(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        ident = self.adapter.discover_identity(f.text(body, "screen"), self._context(body))
+        return {"provider_session": ident}
+
+
+async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
+    ctx = zmq.asyncio.Context()
+    token = os.environ.get("ROOST_TOKEN", "")
+    incarnation = os.urandom(6).hex()
+    actors = []
+    for name, adapter in adapters().items():
+        peer = Peer(ctx, args.endpoint, f"adapter/{name}", token, incarnation=incarnation,
+                    meta={"pid": os.getpid()})
+        actors.append(AdapterActor(adapter, peer))
+    watch_lifeline(args.lifeline, stop.set)
+    tasks = [asyncio.create_task(a.peer.run()) for a in actors]
+    await stop.wait()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    ctx.destroy(0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="roost-adapters")
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--endpoint", required=True)
+    parser.add_argument("--lifeline", type=int)
+    args = parser.parse_args()
+    setup_logging(Path(args.state_dir) / "logs" / "adapters.log", "adapters")
+    run_until_stopped(lambda stop: serve(args, stop))
+
+
+if __name__ == "__main__":
+    main()

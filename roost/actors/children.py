@@ -1,0 +1,109 @@
+"""The actors the node owns as child processes (state store, adapters), restarted one_for_one.
+
+``decide`` is the restart policy as a plain function (OTP-style intensity: at most ``max_restarts``
+in ``window`` seconds, with exponential back-off); past the limit the child is reported failed in
+``node status`` instead of looping. ``Child`` runs the process and applies the policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("roost.children")
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    max_restarts: int = 5
+    window: float = 30.0
+    backoff_base: float = 0.1
+    backoff_max: float = 5.0
+
+
+def decide(restarts: list[float], now: float, policy: RestartPolicy) -> float | None:
+    """Seconds to wait before the next restart, or None when the intensity limit is exceeded."""
+    recent = [t for t in restarts if now - t < policy.window]
+    if len(recent) >= policy.max_restarts:
+        return None
+    return min(policy.backoff_max, policy.backoff_base * (2 ** len(recent)))
+
+
+@dataclass
+class Child:
+    """One supervised child process; ``argv`` gets ``--lifeline FD`` appended."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
+    clock: Callable[[], float] = time.monotonic
+    restarts: list[float] = field(default_factory=list)
+    health: str = "starting"
+    pid: int | None = None
+    _proc: asyncio.subprocess.Process | None = None
+    _lifeline_w: int | None = None
+
+    async def _start(self) -> asyncio.subprocess.Process:
+        extra: list[str] = []
+        kwargs: dict[str, Any] = {}
+        if sys.platform != "win32":
+            read_end, self._lifeline_w = os.pipe()
+            extra = ["--lifeline", str(read_end)]
+            kwargs["pass_fds"] = (read_end,)
+        proc = await asyncio.create_subprocess_exec(
+            *self.argv, *extra, env=self.env, stdin=asyncio.subprocess.DEVNULL, **kwargs)
+        if extra:
+            os.close(int(extra[1]))
+        self.pid, self.health = proc.pid, "running"
+        return proc
+
+    def _close_lifeline(self) -> None:
+        if self._lifeline_w is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lifeline_w)
+            self._lifeline_w = None
+
+    async def run(self) -> None:
+        """Run, and restart on exit per the policy, until cancelled."""
+        try:
+            while True:
+                self._proc = await self._start()
+                code = await self._proc.wait()
+                self._close_lifeline()
+                delay = decide(self.restarts, self.clock(), self.policy)
+                log.warning("child-exited", child=self.name, code=code, restart_in=delay)
+                if delay is None:
+                    self.health, self.pid = "failed", None
+                    return
+                self.health = "restarting"
+                await asyncio.sleep(delay)
+                self.restarts.append(self.clock())
+        finally:
+            await self.stop()
+
+    async def stop(self, grace: float = 3.0) -> None:
+        self._close_lifeline()
+        proc, self._proc = self._proc, None
+        if proc is None or proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), grace)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+
+    def status(self) -> dict[str, Any]:
+        return {"health": self.health, "pid": self.pid, "restarts": len(self.restarts),
+                "kind": "child"}

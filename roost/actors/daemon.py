@@ -1,0 +1,176 @@
+"""The node daemon (``roost node up`` starts it): broker, node actor, and the child actors.
+
+Startup: take the state directory's lock (one node per state directory), check the database
+(refusing foreign or newer state untouched), bind the broker in the private runtime directory,
+start the state store and adapters, then print one JSON line on stdout (``ready`` or ``error``)
+for the CLI that launched it, and keep serving until ``node.shutdown`` or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import structlog
+import zmq.asyncio
+
+from roost.actors import db
+from roost.actors.children import Child
+from roost.actors.launcher import Launcher
+from roost.actors.lock import StateLock
+from roost.actors.node import NodeActor
+from roost.actors.peer import Peer
+from roost.actors.process import run_until_stopped, setup_logging
+from roost.actors.sessions import Sessions
+from roost.broker.errors import RoostError
+from roost.broker.locate import (
+    NodeInfo,
+    clear_node_info,
+    load_or_create_token,
+    private_dir,
+    runtime_dir,
+    write_node_info,
+)
+from roost.broker.router import Broker, BrokerConfig
+
+log = structlog.get_logger("roost.daemon")
+
+READY_TIMEOUT = 30.0
+
+
+def announce(payload: dict[str, Any]) -> None:
+    """The one line the launching CLI reads; then stdout goes to the log."""
+    with contextlib.suppress(OSError):
+        sys.stdout.write(json.dumps(payload) + "\n")
+        sys.stdout.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
+class Daemon:
+    def __init__(self, state_dir: Path, node_id: str, token: str) -> None:
+        self.state_dir, self.node_id, self.token = state_dir, node_id, token
+        self.incarnation = uuid.uuid4().hex[:12]
+        self.runtime = runtime_dir(state_dir)
+        self.router_ep = f"ipc://{self.runtime}/router"
+        self.events_ep = f"ipc://{self.runtime}/events"
+        self.ctx = zmq.asyncio.Context()
+        self.broker = Broker(self.ctx, BrokerConfig(
+            router_endpoints=[self.router_ep, "inproc://broker"],
+            pub_endpoints=[self.events_ep], token=token, incarnation=self.incarnation,
+            node_id=node_id))
+        env = {**os.environ, "ROOST_TOKEN": token}
+        py = [sys.executable, "-m"]
+        common = ["--state-dir", str(state_dir), "--endpoint", self.router_ep]
+        self.children = [
+            Child("state", [*py, "roost.actors.state", *common, "--node-id", node_id], env),
+            Child("adapters", [*py, "roost.actors.adapter_host", *common], env),
+        ]
+        self.started = time.time()
+        self.failed = False
+
+    def status(self) -> dict[str, Any]:
+        actors: dict[str, Any] = {c.name: c.status() for c in self.children}
+        for entry in self.broker.registry.actors():
+            kind = "session" if entry.address.startswith("session/") else "actor"
+            actors.setdefault(entry.address, {"kind": kind, "pid": entry.meta.get("pid")})
+            actors[entry.address]["registered"] = True
+        for name in ("state",):
+            actors[name]["registered"] = self.broker.registry.lookup(name) is not None
+        return {"node_id": self.node_id, "incarnation": self.incarnation, "pid": os.getpid(),
+                "state_dir": str(self.state_dir), "started": self.started,
+                "endpoints": {"router": self.router_ep, "events": self.events_ep},
+                "actors": actors, "broker": dict(self.broker.stats)}
+
+    def registered(self) -> set[str]:
+        return {e.address for e in self.broker.registry.actors()}
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        for sock in ("router", "events"):
+            with contextlib.suppress(FileNotFoundError):
+                (self.runtime / sock).unlink()  # left by a crashed node; we hold the lock
+        self.broker.bind()
+        for sock in ("router", "events"):
+            with contextlib.suppress(OSError):
+                os.chmod(self.runtime / sock, 0o600)
+        peer = Peer(self.ctx, "inproc://broker", "node", self.token,
+                    incarnation=self.incarnation, meta={"pid": os.getpid()})
+        sessions = Sessions(peer, Launcher(self.runtime), self.state_dir, self.router_ep,
+                            self.token)
+        node = NodeActor(peer, sessions, self.status, stop.set, self.registered)
+        tasks = [asyncio.create_task(t) for t in (
+            self.broker.run(), peer.run(), *(c.run() for c in self.children))]
+        try:
+            await self._wait_ready(peer)
+        except RoostError as err:
+            announce({"error": err.to_body()})
+            self.failed = True
+            stop.set()
+        else:
+            await peer.call("state", "state.events.append", {"events": [{
+                "kind": "node.started", "data": {"incarnation": self.incarnation,
+                                                 "pid": os.getpid()}}]})
+            write_node_info(self.state_dir, NodeInfo(self.node_id, self.incarnation,
+                                                     os.getpid(), self.router_ep, self.events_ep))
+            tasks.append(asyncio.create_task(node.sweep_loop()))
+            announce({"ready": self.status()})
+            log.info("node-serving", node_id=self.node_id, incarnation=self.incarnation)
+        await stop.wait()
+        log.info("node-stopping")
+        clear_node_info(self.state_dir, os.getpid())
+        for child in self.children:
+            await child.stop()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.broker.close()
+        self.ctx.destroy(0)
+
+    async def _wait_ready(self, peer: Peer) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        needed = {"state", "adapter/echo"}
+        while not needed <= self.registered() or not peer.registered.is_set():
+            if time.monotonic() > deadline:
+                raise RoostError("unavailable", "the node's actors did not start in time")
+            if any(c.health == "failed" for c in self.children):
+                raise RoostError("unavailable", "a node actor failed to start")
+            await asyncio.sleep(0.05)
+        await peer.call("state", "state.open", {})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="roost-daemon")
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--node-id")
+    args = parser.parse_args()
+    state_dir = private_dir(Path(args.state_dir))
+    private_dir(state_dir / "logs")
+    setup_logging(state_dir / "logs" / "node.log", "node")
+    lock = StateLock(state_dir / "node.lock")
+    if not lock.acquire():
+        announce({"error": RoostError("node-running").to_body()})
+        sys.exit(3)
+    try:
+        conn, node_id = db.open_db(state_dir / "state.db", args.node_id)
+        conn.close()
+    except RoostError as err:
+        announce({"error": err.to_body()})
+        sys.exit(2)
+    token = load_or_create_token(state_dir)
+    daemon = Daemon(state_dir, node_id, token)
+    run_until_stopped(daemon.serve)
+    lock.release()
+    sys.exit(2 if daemon.failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Starting detached supervisor processes and judging whether a process is still the one we know.
+
+A supervisor is started in its own session and process group (``start_new_session``), with its
+launch spec in a private file rather than on argv (the spec holds the agent's environment and the
+node token). The node polls the ``Popen`` objects it holds so none lingers as a zombie.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import psutil
+
+from roost.actors.terminal import write_private
+
+SCRUBBED_ENV = ("ROOST_TOKEN",)
+
+
+def agent_env(base: dict[str, str], record_env: dict[str, str],
+              launch_env: dict[str, str]) -> dict[str, str]:
+    """The agent's environment: the node's, minus roost's secrets, plus the record's and adapter's."""
+    env = {k: v for k, v in base.items() if k not in SCRUBBED_ENV}
+    env.update(record_env)
+    env.update(launch_env)
+    env.setdefault("TERM", "xterm-256color")
+    return env
+
+
+class Launcher:
+    """Starts supervisors and reaps the ones this node incarnation started."""
+
+    def __init__(self, runtime_dir: Path) -> None:
+        self.runtime_dir = runtime_dir
+        self._children: list[subprocess.Popen[bytes]] = []
+
+    def start(self, spec: dict[str, Any]) -> int:
+        path = self.runtime_dir / f"spec-{uuid.uuid4().hex}.msgpack"
+        write_private(path, msgpack.packb(spec, use_bin_type=True))
+        kwargs: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL,
+                                  "stderr": subprocess.DEVNULL, "close_fds": True}
+        if sys.platform == "win32":
+            kwargs["creationflags"] = (subprocess.CREATE_NEW_PROCESS_GROUP
+                                       | subprocess.DETACHED_PROCESS)
+        else:
+            kwargs["start_new_session"] = True
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "roost.actors.supervisor", "--spec", str(path)], **kwargs)
+        self._children.append(proc)
+        return proc.pid
+
+    def reap(self) -> None:
+        self._children = [c for c in self._children if c.poll() is None]
+
+
+def process_started(pid: int) -> float | None:
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def still_running(pid: int | None, started: float | None) -> bool:
+    """True while ``pid`` is alive, not a zombie, and is the process that started at ``started``."""
+    if not pid:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return started is None or abs(proc.create_time() - started) < 1.0
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def signal_process(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,252 @@
+"""The node actor (address ``node``): the façade clients talk to, and the node's orchestrator.
+
+It resolves record references, applies the lifecycle rules of ``records``, forwards runtime
+requests (prompt, input, keys, resize, screen) to the live session's supervisor with its session
+address for fencing, and reconciles records with the supervisors that re-register after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from roost.actors import records as r
+from roost.actors.peer import Handler, Peer
+from roost.actors.records import Record
+from roost.actors.sessions import Sessions
+from roost.broker import fields as f
+from roost.broker import protocol as p
+from roost.broker.errors import RoostError
+
+log = structlog.get_logger("roost.node")
+
+SWEEP_S = 1.0
+FORWARDED = ("session.prompt", "session.input", "session.key", "session.resize")
+
+
+class NodeActor:
+    """Serves the client methods and the supervisors' reports."""
+
+    def __init__(self, peer: Peer, sessions: Sessions, status: Callable[[], dict[str, Any]],
+                 shutdown: Callable[[], None], registered: Callable[[], set[str]]) -> None:
+        self.peer, self.sessions = peer, sessions
+        self._status, self._shutdown, self._registered = status, shutdown, registered
+        self.started = time.time()
+        handlers: dict[str, Handler] = {
+            "node.status": self.status, "node.shutdown": self.shutdown,
+            "workspace.add": self.workspace_add, "workspace.list": self.workspace_list,
+            "session.spawn": self.spawn, "session.list": self.list,
+            "session.show": self.show, "session.rename": self.rename,
+            "session.stop": self.stop, "session.resume": self.resume,
+            "session.forget": self.forget, "session.transcript": self.transcript,
+            "events.since": self.events_since,
+            "node.session.attach": self._report(sessions.on_attach, locked=False),
+            "node.session.exited": self._report(sessions.on_exited),
+            "node.session.failed": self._report(sessions.on_failed, locked=False),
+            "node.session.classified": self._report(sessions.on_classified),
+        }
+        handlers.update({m: self.forward for m in FORWARDED})
+        peer.handlers.update(handlers)
+
+    def _report(self, fn: Callable[[dict[str, Any]], Any], *, locked: bool = True) -> Handler:
+        """A supervisor's report. attach/failed resolve a launch that holds the record's lock,
+        so they must not wait for it; exited/classified are applied in order under it."""
+
+        async def handler(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+            if not h.sender.startswith("session/"):
+                raise RoostError("forbidden", "only supervisors report on sessions")
+            if not locked:
+                result: dict[str, Any] = await fn(body)
+                return result
+            async with self.sessions.locks[str(body.get("record"))]:
+                result = await fn(body)
+                return result
+
+        return handler
+
+    async def sweep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_S)
+            try:
+                await self.sessions.sweep(self._registered())
+            except RoostError as err:
+                log.info("sweep-deferred", code=err.code)
+
+    # -- node ----------------------------------------------------------------------------------
+
+    async def status(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        listing = await self.peer.call("state", "state.record.list", {})
+        counts: dict[str, int] = {}
+        for rec in listing["records"]:
+            counts[rec["state"]] = counts.get(rec["state"], 0) + 1
+        return {**self._status(), "records": counts, "uptime_s": time.time() - self.started}
+
+    async def shutdown(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        stopped = []
+        if f.opt_bool(body, "stop_sessions"):
+            listing = await self.peer.call("state", "state.record.list", {})
+            for raw in listing["records"]:
+                if raw["state"] in r.ACTIVE_STATES:
+                    record, _ = await self.sessions.find(raw["id"])
+                    async with self.sessions.locks[record.id]:
+                        await self.sessions.stop(record, 3000)
+                    stopped.append(record.id)
+        await self.peer.call("state", "state.events.append",
+                             {"events": [{"kind": "node.stopping", "data": {"stopped": stopped}}]})
+        asyncio.get_running_loop().call_later(0.05, self._shutdown)
+        return {"stopping": True, "stopped_sessions": stopped}
+
+    # -- workspaces ----------------------------------------------------------------------------
+
+    async def workspace_add(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        path = _existing_dir(f.req_str(body, "path", max_len=4096))
+        return await self.peer.call("state", "state.workspace.add", {
+            "path": path, "name": f.opt_str(body, "name", max_len=128)})
+
+    async def workspace_list(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.peer.call("state", "state.workspace.list", {})
+
+    async def _resolve_cwd(self, ref: str) -> tuple[str, str]:
+        found = await self.peer.call("state", "state.workspace.find", {"ref": ref})
+        if found.get("workspace"):
+            ws = found["workspace"]
+            return _existing_dir(ws["path"]), ws["id"]
+        added = await self.peer.call("state", "state.workspace.add",
+                                     {"path": _existing_dir(ref)})
+        return added["workspace"]["path"], added["workspace"]["id"]
+
+    # -- records -------------------------------------------------------------------------------
+
+    async def spawn(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        provider = f.req_str(body, "provider", max_len=64)
+        mode = f.opt_str(body, "mode", max_len=16) or "pty"
+        if mode not in r.MODES:
+            raise RoostError("bad-request", "field 'mode' must be pty or stream", {"field": "mode"})
+        name = f.opt_str(body, "name", max_len=128)
+        env = f.str_map(body, "env")
+        rows = f.opt_int(body, "rows", lo=2, hi=1000) or 40
+        cols = f.opt_int(body, "cols", lo=2, hi=1000) or 120
+        cwd, workspace = await self._resolve_cwd(f.req_str(body, "cwd", max_len=4096))
+        if f"adapter/{provider}" not in self._registered():
+            raise RoostError("unknown-provider", f"no adapter for provider {provider!r}",
+                             {"provider": provider})
+        record = Record(id=r.new_record_id(), name=r.validate_name(name) if name else None,
+                        provider=provider, mode=mode, cwd=cwd, workspace_id=workspace,
+                        env=env, rows=rows, cols=cols)
+        created = {"kind": "record.created", "record": record.id, "generation": 0,
+                   "data": {"name": record.name, "provider": provider, "mode": mode}}
+        row = record.to_wire()
+        row["env"] = env
+        row.pop("size")
+        await self.peer.call("state", "state.record.create", {"record": row,
+                                                              "events": [created]})
+        async with self.sessions.locks[record.id]:
+            live = await self.sessions.launch(record, env, resume=None)
+        return {"record": live.to_wire()}
+
+    async def list(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.peer.call("state", "state.record.list", {})
+
+    async def show(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record, _ = await self.sessions.find(f.req_str(body, "id"))
+        reply: dict[str, Any] = {"record": record.to_wire()}
+        if f.opt_bool(body, "screen"):
+            reply["screen"] = None
+            if record.state in (r.LIVE, r.ATTENTION):
+                with_screen = await self.peer.call(f"session/{record.id}", "session.screen", {},
+                                                   session={"generation": record.generation})
+                reply.update(with_screen)
+        return reply
+
+    async def rename(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        name = r.validate_name(f.req_str(body, "name", max_len=128))
+        async with self._locked(f.req_str(body, "id")) as record:
+            event = {"kind": "record.renamed", "record": record.id,
+                     "generation": record.generation, "data": {"from": record.name, "to": name}}
+            renamed = await self.sessions.update(record, {"name": name}, events=[event])
+        return {"record": renamed.to_wire()}
+
+    async def stop(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        grace = f.opt_int(body, "grace_ms", lo=0, hi=60_000) or 3000
+        async with self._locked(f.req_str(body, "id")) as record:
+            r.check_generation(record, h.session)
+            stopped = await self.sessions.stop(record, grace)
+        return {"record": stopped.to_wire()}
+
+    async def resume(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        async with self._locked(f.req_str(body, "id")) as record:
+            r.check_resume(record)
+            _, env = await self.sessions.find(record.id)
+            live = await self.sessions.launch(record, env, resume=record.provider_session)
+        return {"record": live.to_wire()}
+
+    async def forget(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        async with self._locked(f.req_str(body, "id")) as record:
+            gone = await self.sessions.forget(record)
+        return {"record": gone.to_wire(), "forgotten": True}
+
+    async def forward(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record, _ = await self.sessions.find(f.req_str(body, "id"))
+        r.check_generation(record, h.session)
+        active = r.check_live(record)
+        reply = await self.peer.call(f"session/{record.id}", h.method, body,
+                                     session={"generation": active["generation"]})
+        return {**reply, "record": record.id, "generation": record.generation}
+
+    async def transcript(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record, _ = await self.sessions.find(f.req_str(body, "id"))
+        offset = f.opt_int(body, "offset") or 0
+        limit = f.opt_int(body, "limit", lo=1, hi=p.MAX_BIN // 2) or 65536
+        path = self.sessions.state_dir / "sessions" / record.id / "transcript.bin"
+        try:
+            with open(path, "rb") as fh:
+                end = os.fstat(fh.fileno()).st_size
+                fh.seek(offset)
+                data = fh.read(limit)
+        except FileNotFoundError:
+            data, end = b"", 0
+        return {"record": record.id, "offset": offset, "data": data, "end": end}
+
+    async def events_since(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        query: dict[str, Any] = {"after": f.opt_int(body, "after") or 0,
+                                 "limit": f.opt_int(body, "limit", lo=1, hi=5000) or 1000}
+        ref = f.opt_str(body, "id")
+        if ref:
+            query["record"] = (await self.sessions.find(ref))[0].id
+        return await self.peer.call("state", "state.events.since", query)
+
+    def _locked(self, ref: str) -> _RecordLock:
+        return _RecordLock(self.sessions, ref)
+
+
+class _RecordLock:
+    """``async with``: resolve a reference, take the record's lock, re-read it under the lock."""
+
+    def __init__(self, sessions: Sessions, ref: str) -> None:
+        self.sessions, self.ref = sessions, ref
+        self._lock: asyncio.Lock | None = None
+
+    async def __aenter__(self) -> Record:
+        record, _ = await self.sessions.find(self.ref)
+        self._lock = self.sessions.locks[record.id]
+        await self._lock.acquire()
+        fresh, _ = await self.sessions.find(record.id)
+        return fresh
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._lock is not None
+        self._lock.release()
+
+
+def _existing_dir(path: str) -> str:
+    resolved = Path(path).expanduser()
+    if not resolved.is_absolute() or not resolved.is_dir():
+        raise RoostError("bad-cwd", "the working directory must be an existing absolute "
+                         "directory", {"field": "cwd"})
+    return str(resolved.resolve())

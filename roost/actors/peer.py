@@ -1,0 +1,226 @@
+"""The actor runtime: one broker peer with a mailbox loop, request/reply and heartbeats.
+
+An actor registers an address with ``hello``, serves requests through named handlers (each in its
+own task, so a handler may await other actors), calls other actors with deadlines, and publishes
+events. When the broker goes away (a node restart) the peer notices missing pongs, reconnects with
+a fresh socket and says hello again; ``on_registered`` callbacks then re-announce the actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+import zmq
+import zmq.asyncio
+
+from roost.broker import protocol as p
+from roost.broker.errors import RoostError
+from roost.broker.registry import DEAD_AFTER_BEATS, HEARTBEAT_S
+
+log = structlog.get_logger("roost.peer")
+
+Handler = Callable[[p.Header, dict[str, Any]], Awaitable[dict[str, Any]]]
+NotifyHandler = Callable[[p.Header, dict[str, Any]], Awaitable[None]]
+
+
+class Peer:
+    """A broker peer hosting one actor address."""
+
+    def __init__(
+        self,
+        ctx: zmq.asyncio.Context,
+        endpoint: str,
+        address: str,
+        token: str,
+        *,
+        incarnation: str,
+        meta: dict[str, Any] | None = None,
+        heartbeat: float = HEARTBEAT_S,
+    ) -> None:
+        self.address = address
+        self.incarnation = incarnation
+        self.meta = meta or {}
+        self.handlers: dict[str, Handler] = {}
+        self.on_notify: NotifyHandler | None = None
+        self.on_registered: list[Callable[[], Awaitable[None]]] = []
+        self.registered = asyncio.Event()
+        self.broker_incarnation = ""
+        self._ctx, self._endpoint, self._token = ctx, endpoint, token
+        self._beat = heartbeat
+        self._ids = itertools.count(1)
+        self._prefix = f"{address}:{os.getpid()}:"
+        self._pending: dict[str, asyncio.Future[tuple[p.Header, dict[str, Any]]]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._sock: zmq.asyncio.Socket | None = None
+        self._last_pong = 0.0
+        self._closing = False
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve until cancelled; reconnects whenever the broker stops answering."""
+        loop = asyncio.get_running_loop()
+        try:
+            while not self._closing:
+                self._open()
+                self._last_pong = loop.time()
+                recv = asyncio.create_task(self._recv_loop())
+                beat = asyncio.create_task(self._beat_loop())
+                done, _ = await asyncio.wait({recv, beat}, return_when=asyncio.FIRST_COMPLETED)
+                for task in (recv, beat):
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+                self.registered.clear()
+        finally:
+            self._close_socket()
+            for task in list(self._tasks):
+                task.cancel()
+
+    def close(self) -> None:
+        self._closing = True
+
+    def _open(self) -> None:
+        self._close_socket()
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, p.HARD_FRAME_LIMIT)
+        sock.setsockopt(zmq.RECONNECT_IVL, 100)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+        sock.connect(self._endpoint)
+        self._sock = sock
+        self._send(p.Header(kind=p.HELLO, rid="hello"), {
+            "address": self.address, "incarnation": self.incarnation,
+            "token": self._token, "meta": self.meta,
+        })
+
+    def _close_socket(self) -> None:
+        if self._sock is not None:
+            self._sock.close(0)
+            self._sock = None
+
+    async def _beat_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self._beat)
+            if loop.time() - self._last_pong > self._beat * DEAD_AFTER_BEATS:
+                log.info("broker-silent", address=self.address)
+                return
+            self._send(p.Header(kind=p.PING), {})
+
+    async def _recv_loop(self) -> None:
+        assert self._sock is not None
+        while True:
+            frames = await self._sock.recv_multipart()
+            if len(frames) != 2:
+                continue
+            try:
+                header = p.Header.decode(frames[0])
+                body = p.unpack(frames[1], limit=p.HARD_FRAME_LIMIT)
+            except RoostError as err:
+                log.warning("undecodable", address=self.address, code=err.code)
+                continue
+            if self._on_message(header, body):
+                return
+
+    def _on_message(self, header: p.Header, body: dict[str, Any]) -> bool:
+        """Handle one message; True asks for a reconnect."""
+        loop = asyncio.get_running_loop()
+        if header.kind == p.PONG:
+            self._last_pong = loop.time()
+            changed = body.get("incarnation") != self.broker_incarnation
+            return not body.get("registered") or (changed and self.registered.is_set())
+        if header.kind in (p.RESPONSE, p.ERROR) and header.rid == "hello":
+            self._last_pong = loop.time()
+            if header.kind == p.ERROR:
+                log.error("hello-refused", address=self.address, code=body.get("code"))
+                return False
+            self.broker_incarnation = str(body.get("incarnation", ""))
+            self.registered.set()
+            for callback in self.on_registered:
+                self._spawn(callback())
+            return False
+        if header.kind in (p.RESPONSE, p.ERROR):
+            future = self._pending.pop(header.rid, None)
+            if future is not None and not future.done():
+                future.set_result((header, body))
+        elif header.kind == p.REQUEST:
+            self._spawn(self._serve(header, body))
+        elif header.kind == p.NOTIFY and self.on_notify is not None:
+            self._spawn(self.on_notify(header, body))
+        return False
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- serving -------------------------------------------------------------------------------
+
+    async def _serve(self, header: p.Header, body: dict[str, Any]) -> None:
+        handler = self.handlers.get(header.method)
+        try:
+            if handler is None:
+                raise RoostError("unknown-method", f"{self.address} does not serve "
+                                 f"{header.method!r}", {"method": header.method})
+            reply = await handler(header, body)
+            self._send(p.reply_header(header), reply)
+        except RoostError as err:
+            self._send(p.reply_header(header, error=True), err.to_body())
+        except Exception:
+            log.exception("handler-failed", address=self.address, method=header.method)
+            err = RoostError("internal", f"{header.method} failed inside {self.address}")
+            self._send(p.reply_header(header, error=True), err.to_body())
+
+    def _send(self, header: p.Header, body: dict[str, Any]) -> None:
+        if self._sock is None:
+            return
+        with contextlib.suppress(zmq.ZMQError):
+            self._sock.send_multipart([header.encode(), p.pack(body)], flags=zmq.NOBLOCK)
+
+    # -- calling -------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        target: str,
+        method: str,
+        body: dict[str, Any] | None = None,
+        *,
+        timeout: float = 10.0,
+        session: dict[str, Any] | None = None,
+        op: str = "",
+    ) -> dict[str, Any]:
+        """Send a request and await its reply; raise RoostError for an error reply or deadline."""
+        try:
+            await asyncio.wait_for(self.registered.wait(), timeout)
+        except TimeoutError:
+            raise RoostError("unavailable", "the broker is not reachable") from None
+        rid = self._prefix + str(next(self._ids))
+        future: asyncio.Future[tuple[p.Header, dict[str, Any]]] = (
+            asyncio.get_running_loop().create_future())
+        self._pending[rid] = future
+        header = p.Header(kind=p.REQUEST, rid=rid, method=method, target=target,
+                          session=session, op=op)
+        self._send(header, body or {})
+        try:
+            reply_header, reply = await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise RoostError("timeout", f"{target} did not answer {method} in time",
+                             {"target": target, "method": method}) from None
+        finally:
+            self._pending.pop(rid, None)
+        if reply_header.kind == p.ERROR:
+            raise RoostError.from_body(reply)
+        return reply
+
+    def notify(self, target: str, body: dict[str, Any]) -> None:
+        self._send(p.Header(kind=p.NOTIFY, target=target), body)
+
+    def publish(self, topic: str, body: dict[str, Any]) -> None:
+        self._send(p.Header(kind=p.PUBLISH, extra={"topic": topic}), body)

@@ -1,0 +1,69 @@
+"""Process plumbing shared by the actor processes: logging setup, lifelines, the main wrapper.
+
+A child the node owns (state store, adapter host) holds the read end of a pipe whose write end
+only the node holds; when the node dies, for any reason, the child reads EOF and exits, so a
+restarted node never finds a second writer on its database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+
+def setup_logging(log_file: Path | None, actor: str) -> None:
+    """JSON lines to ``log_file`` (or stderr); never tokens, which no caller passes to a logger."""
+    stream = open(log_file, "a", buffering=1) if log_file else sys.stderr  # noqa: SIM115
+    logging.basicConfig(stream=stream, level=logging.INFO, format="%(message)s", force=True)
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ],
+        logger_factory=structlog.PrintLoggerFactory(stream),
+        context_class=dict,
+        cache_logger_on_first_use=True,
+    )
+    structlog.contextvars.bind_contextvars(actor=actor, pid=os.getpid())
+
+
+def watch_lifeline(fd: int | None, on_lost: Callable[[], None]) -> None:
+    """Call ``on_lost`` when the pipe from the parent closes (POSIX only)."""
+    if fd is None or sys.platform == "win32":
+        return
+    loop = asyncio.get_running_loop()
+
+    def readable() -> None:
+        try:
+            data = os.read(fd, 64)
+        except OSError:
+            data = b""
+        if not data:
+            loop.remove_reader(fd)
+            on_lost()
+
+    loop.add_reader(fd, readable)
+
+
+def run_until_stopped(main: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> None:
+    """Run ``main(stop)`` where ``stop`` is set by SIGTERM/SIGINT."""
+
+    async def runner() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        if sys.platform != "win32":
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+        await main(stop)
+
+    asyncio.run(runner())

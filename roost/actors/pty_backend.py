@@ -1,0 +1,123 @@
+"""The terminal backend a supervisor drives: ptyprocess on POSIX, pywinpty on Windows.
+
+Both imports are guarded so the module loads everywhere; ``spawn_pty`` picks the one this OS has.
+The supervisor only uses the ``PtyBackend`` protocol: a readable fd (POSIX) or a blocking read (run
+in a thread on Windows, where pywinpty forces one), write, resize, signal, and exit status.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from roost.broker.errors import RoostError
+
+
+@dataclass(frozen=True)
+class ExitStatus:
+    code: int | None
+    signal: int | None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"code": self.code, "signal": self.signal}
+
+
+class PtyBackend(Protocol):
+    pid: int
+    fd: int | None
+
+    def read(self, size: int) -> bytes: ...
+    def write(self, data: bytes) -> None: ...
+    def resize(self, rows: int, cols: int) -> None: ...
+    def signal_group(self, sig: int) -> None: ...
+    def poll(self) -> ExitStatus | None: ...
+
+
+class PosixPty:
+    """An agent in a POSIX pseudo-terminal; it leads its own session and process group."""
+
+    def __init__(self, argv: list[str], cwd: str, env: dict[str, str], rows: int,
+                 cols: int) -> None:
+        from ptyprocess import PtyProcess
+
+        try:
+            self._proc = PtyProcess.spawn(argv, cwd=cwd, env=env, dimensions=(rows, cols))
+        except (OSError, FileNotFoundError) as exc:
+            raise RoostError("launch-failed", f"cannot start {argv[0]!r}: {exc.strerror or exc}",
+                             {"argv0": argv[0]}) from None
+        self.pid: int = self._proc.pid
+        self.fd: int | None = self._proc.fd
+        self._status: ExitStatus | None = None
+
+    def read(self, size: int) -> bytes:
+        assert self.fd is not None
+        return os.read(self.fd, size)
+
+    def write(self, data: bytes) -> None:
+        assert self.fd is not None
+        view = memoryview(data)
+        while view:
+            written = os.write(self.fd, view)
+            view = view[written:]
+
+    def resize(self, rows: int, cols: int) -> None:
+        self._proc.setwinsize(rows, cols)
+
+    def signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.pid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            os.kill(self.pid, sig)
+
+    def poll(self) -> ExitStatus | None:
+        if self._status is None and not self._proc.isalive():
+            self._status = ExitStatus(self._proc.exitstatus, self._proc.signalstatus)
+        return self._status
+
+
+class WindowsPty:
+    """An agent in a Windows ConPTY through pywinpty (reads block: the supervisor uses a thread)."""
+
+    def __init__(self, argv: list[str], cwd: str, env: dict[str, str], rows: int,
+                 cols: int) -> None:
+        import subprocess
+
+        from winpty import PtyProcess
+
+        try:
+            self._proc = PtyProcess.spawn(subprocess.list2cmdline(argv), cwd=cwd, env=env,
+                                          dimensions=(rows, cols))
+        except OSError as exc:
+            raise RoostError("launch-failed", f"cannot start {argv[0]!r}: {exc}") from None
+        self.pid = int(self._proc.pid)
+        self.fd = None
+
+    def read(self, size: int) -> bytes:
+        data = self._proc.read(size)
+        return data.encode("utf-8", "replace") if isinstance(data, str) else bytes(data)
+
+    def write(self, data: bytes) -> None:
+        self._proc.write(data.decode("utf-8", "replace"))
+
+    def resize(self, rows: int, cols: int) -> None:
+        self._proc.setwinsize(rows, cols)
+
+    def signal_group(self, sig: int) -> None:
+        self._proc.terminate(force=sig != signal.SIGTERM)
+
+    def poll(self) -> ExitStatus | None:
+        if self._proc.isalive():
+            return None
+        return ExitStatus(self._proc.exitstatus, None)
+
+
+def spawn_pty(argv: list[str], cwd: str, env: dict[str, str], rows: int,
+              cols: int) -> PtyBackend:
+    if sys.platform == "win32":
+        return WindowsPty(argv, cwd, env, rows, cols)
+    return PosixPty(argv, cwd, env, rows, cols)

@@ -1,0 +1,234 @@
+"""The state-store actor (address ``state``): the single writer of the node's SQLite database.
+
+Mutations go through one writer task that commits them in small groups (one transaction, a
+savepoint per request, so one refused request never spoils its neighbours). Events are published
+to the broker only after their transaction committed, so a subscriber never sees an event that
+the log does not hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+import zmq.asyncio
+
+from roost.actors import db
+from roost.actors.peer import Peer
+from roost.actors.process import run_until_stopped, setup_logging, watch_lifeline
+from roost.actors.records import Record
+from roost.broker import fields as f
+from roost.broker import protocol as p
+from roost.broker.errors import RoostError
+
+log = structlog.get_logger("roost.state")
+
+Mutation = Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]
+BATCH = 64
+
+
+def event_topic(event: dict[str, Any]) -> str:
+    return f"e/{event.get('record') or 'node'}/{event['kind']}"
+
+
+def _check_events(body: dict[str, Any]) -> list[dict[str, Any]]:
+    raw = body.get("events") or []
+    if not isinstance(raw, list):
+        raise RoostError("bad-request", "field 'events' must be a list", {"field": "events"})
+    out = []
+    for item in raw:
+        if not isinstance(item, dict) or item.get("kind") not in p.EVENT_KINDS:
+            raise RoostError("bad-request", "each event needs a known 'kind'", {"field": "events"})
+        out.append(item)
+    return out
+
+
+class StateStore:
+    """Serves ``state.*`` methods over one SQLite connection."""
+
+    def __init__(self, conn: sqlite3.Connection, peer: Peer) -> None:
+        self.conn, self.peer = conn, peer
+        self._queue: asyncio.Queue[tuple[Mutation, asyncio.Future[dict[str, Any]]]] = (
+            asyncio.Queue())
+        for name in ("open", "workspace.add", "workspace.list", "workspace.find", "record.create",
+                     "record.update", "record.get", "record.find", "record.list", "record.delete",
+                     "events.append", "events.since"):
+            handler = getattr(self, "_" + name.replace(".", "_"))
+            peer.handlers["state." + name] = handler
+
+    async def writer(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while not self._queue.empty() and len(batch) < BATCH:
+                batch.append(self._queue.get_nowait())
+            self._commit(batch)
+
+    def _commit(self, batch: list[tuple[Mutation, asyncio.Future[dict[str, Any]]]]) -> None:
+        outcomes: list[tuple[asyncio.Future[dict[str, Any]], Any, list[dict[str, Any]]]] = []
+        self.conn.execute("BEGIN IMMEDIATE")
+        for mutation, future in batch:
+            self.conn.execute("SAVEPOINT op")
+            try:
+                result, events = mutation()
+                self.conn.execute("RELEASE op")
+                outcomes.append((future, result, events))
+            except RoostError as err:
+                self.conn.execute("ROLLBACK TO op")
+                self.conn.execute("RELEASE op")
+                outcomes.append((future, err, []))
+        self.conn.execute("COMMIT")
+        for future, result, events in outcomes:
+            for event in events:
+                self.peer.publish(event_topic(event), event)
+            if future.done():
+                continue
+            if isinstance(result, RoostError):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+    async def _write(self, mutation: Mutation) -> dict[str, Any]:
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        await self._queue.put((mutation, future))
+        return await future
+
+    def _append(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [db.append_event(self.conn, e) for e in events]
+
+    # -- handlers ------------------------------------------------------------------------------
+
+    async def _open(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return {"node_id": db.get_meta(self.conn, "node_id"), "schema": db.SCHEMA_VERSION,
+                "last_seq": db.last_seq(self.conn)}
+
+    async def _workspace_add(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        path, name = f.req_str(body, "path"), f.opt_str(body, "name", max_len=128)
+
+        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            ws, created = db.add_workspace(self.conn, path, name)
+            events = [{"kind": "workspace.added", "data": ws}] if created else []
+            return {"workspace": ws, "created": created}, self._append(events)
+
+        return await self._write(mutation)
+
+    async def _workspace_list(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return {"workspaces": db.list_workspaces(self.conn)}
+
+    async def _workspace_find(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return {"workspace": db.find_workspace(self.conn, f.req_str(body, "ref"))}
+
+    async def _record_create(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record = Record.from_row(f.opt_map(body, "record"))
+        events = _check_events(body)
+
+        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            record.created = record.updated = time.time()
+            db.insert_record(self.conn, record)
+            return {"record": record.to_wire()}, self._append(events)
+
+        return await self._write(mutation)
+
+    async def _record_update(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record_id = f.req_str(body, "id")
+        changes = f.opt_map(body, "set")
+        expect_states = f.str_list(body, "expect_states")
+        expect_generation = f.opt_int(body, "expect_generation")
+        events = _check_events(body)
+
+        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            current = db.get_record(self.conn, record_id)
+            if expect_states and current.state not in expect_states:
+                raise RoostError("session-record-busy", f"record {record_id} is {current.state}",
+                                 {"record": record_id, "state": current.state})
+            if expect_generation is not None and current.generation != expect_generation:
+                raise RoostError("stale-generation", f"record {record_id} is at generation "
+                                 f"{current.generation}", {"generation": current.generation})
+            db.update_record(self.conn, record_id, {**changes, "updated": time.time()})
+            record = db.get_record(self.conn, record_id)
+            return {"record": record.to_wire(), "previous": current.to_wire()}, self._append(
+                events)
+
+        return await self._write(mutation)
+
+    async def _record_get(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record = db.get_record(self.conn, f.req_str(body, "id"))
+        return {"record": record.to_wire(), "env": record.env}
+
+    async def _record_find(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record = db.find_record(self.conn, f.req_str(body, "ref"))
+        return {"record": record.to_wire(), "env": record.env}
+
+    async def _record_list(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return {"records": [r.to_wire() for r in db.list_records(self.conn)]}
+
+    async def _record_delete(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record_id = f.req_str(body, "id")
+        expect_states = f.str_list(body, "expect_states")
+        events = _check_events(body)
+
+        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            current = db.get_record(self.conn, record_id)
+            if expect_states and current.state not in expect_states:
+                raise RoostError("session-record-busy", f"record {record_id} is {current.state}",
+                                 {"record": record_id, "state": current.state})
+            db.delete_record(self.conn, record_id)
+            return {"record": current.to_wire()}, self._append(events)
+
+        return await self._write(mutation)
+
+    async def _events_append(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        events = _check_events(body)
+
+        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            written = self._append(events)
+            return {"seqs": [e["seq"] for e in written]}, written
+
+        return await self._write(mutation)
+
+    async def _events_since(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        after = f.opt_int(body, "after") or 0
+        limit = f.opt_int(body, "limit", lo=1, hi=5000) or 1000
+        record_id = f.opt_str(body, "record")
+        events = db.events_since(self.conn, after, limit, record_id)
+        first = db.first_seq(self.conn)
+        return {"events": events, "last_seq": db.last_seq(self.conn),
+                "gap": bool(first and after + 1 < first)}
+
+
+async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
+    state_dir = Path(args.state_dir)
+    conn, _ = db.open_db(state_dir / "state.db", args.node_id)
+    ctx = zmq.asyncio.Context()
+    peer = Peer(ctx, args.endpoint, "state", os.environ.get("ROOST_TOKEN", ""),
+                incarnation=os.urandom(6).hex(), meta={"pid": os.getpid()})
+    store = StateStore(conn, peer)
+    watch_lifeline(args.lifeline, stop.set)
+    tasks = [asyncio.create_task(peer.run()), asyncio.create_task(store.writer())]
+    await stop.wait()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    conn.close()
+    ctx.destroy(0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="roost-state")
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--endpoint", required=True)
+    parser.add_argument("--node-id", required=True)
+    parser.add_argument("--lifeline", type=int)
+    args = parser.parse_args()
+    setup_logging(Path(args.state_dir) / "logs" / "state.log", "state")
+    run_until_stopped(lambda stop: serve(args, stop))
+
+
+if __name__ == "__main__":
+    main()

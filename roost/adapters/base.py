@@ -1,0 +1,86 @@
+"""The adapter contract: what roost needs to know about a provider's CLI, and nothing else.
+
+An adapter is pure provider knowledge: the argv of a fresh launch and of a resume, where identity
+comes from, and how to read a screen. It touches no sockets; the actor runtime hosts each adapter
+as the actor ``adapter/<provider>`` and supervisors ask it over the broker.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+# Screen/process classification states.
+STARTING, READY, BUSY, ATTENTION, SHELL, EXITED = (
+    "starting", "ready", "busy", "attention", "shell", "exited")
+CLASSIFICATIONS = (STARTING, READY, BUSY, ATTENTION, SHELL, EXITED)
+ATTENTION_REASONS = ("login", "trust", "api-key", "permission", "picker", "rate-limit", "offline",
+                     "update", "resume-unverified")
+
+KEYS: dict[str, bytes] = {
+    "enter": b"\r", "escape": b"\x1b", "interrupt": b"\x03", "eof": b"\x04", "tab": b"\t",
+    "backspace": b"\x7f", "up": b"\x1b[A", "down": b"\x1b[B", "right": b"\x1b[C",
+    "left": b"\x1b[D", "home": b"\x1b[H", "end": b"\x1b[F", "pageup": b"\x1b[5~",
+    "pagedown": b"\x1b[6~", "delete": b"\x1b[3~", "space": b" ", "shift-tab": b"\x1b[Z",
+}
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """Where and how a session is launched; ``data_dir`` is a per-provider directory of the node."""
+
+    cwd: str
+    mode: str
+    env: dict[str, str]
+    data_dir: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A ready-to-run process: argv and the environment additions, plus the identity if known."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    provider_session: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"argv": self.argv, "env": self.env, "provider_session": self.provider_session}
+
+
+@dataclass(frozen=True)
+class Classification:
+    state: str
+    reason: str | None = None
+    detail: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"state": self.state, "reason": self.reason, "detail": self.detail}
+
+
+class Adapter(ABC):
+    """One provider's knowledge."""
+
+    provider: str = ""
+    submit: bytes = b"\r"
+
+    @abstractmethod
+    def fresh(self, ctx: LaunchContext) -> Launch:
+        """The launch of a new conversation (identity assigned up front where the CLI allows)."""
+
+    @abstractmethod
+    def resume(self, provider_session: str, ctx: LaunchContext) -> Launch:
+        """The launch that continues ``provider_session``, in the record's original cwd."""
+
+    @abstractmethod
+    def classify(self, screen: str, *, exited: bool) -> Classification:
+        """Read the visible screen; an approval or trust screen is reported, never answered."""
+
+    def discover_identity(self, screen: str, ctx: LaunchContext) -> str | None:
+        """The provider session id when it is not assigned up front (codex, kimi)."""
+        return None
+
+
+def last_line(screen: str) -> str:
+    lines = [line for line in screen.splitlines() if line.strip()]
+    return lines[-1].rstrip() if lines else ""

@@ -1,0 +1,133 @@
+"""The client library: what the CLI and the tests use to talk to a node over the wire.
+
+Synchronous on purpose (a CLI command is one conversation). It finds the node from its state
+directory, calls ``initialize`` with the token, then sends requests to the node and waits for the
+reply with a deadline. ``subscribe`` opens a SUB socket on the event endpoint.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from roost.broker import protocol as p
+from roost.broker.errors import RoostError
+from roost.broker.locate import read_node_info, read_token
+
+
+class Client:
+    """One connection (DEALER) to a node's ROUTER."""
+
+    def __init__(
+        self,
+        router: str,
+        token: str,
+        *,
+        events: str = "",
+        timeout: float = 15.0,
+        ctx: zmq.Context[Any] | None = None,
+    ) -> None:
+        self.router, self.events_endpoint = router, events
+        self.timeout = timeout
+        self.info: dict[str, Any] = {}
+        self._token = token
+        self._ctx = ctx or zmq.Context.instance()
+        self._sock: zmq.Socket[Any] = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.connect(router)
+        self._ids = itertools.count(1)
+        self._prefix = uuid.uuid4().hex[:8] + ":"
+
+    @classmethod
+    def for_state_dir(cls, state_dir: Path, *, timeout: float = 15.0) -> Client:
+        info = read_node_info(state_dir)
+        client = cls(info.router, read_token(state_dir), events=info.events, timeout=timeout)
+        client.initialize()
+        return client
+
+    def initialize(self) -> dict[str, Any]:
+        self.info = self.call("initialize", {
+            "versions": list(p.SUPPORTED_VERSIONS), "token": self._token, "client": "roost-py",
+        }, target="broker")
+        self.events_endpoint = self.info.get("events") or self.events_endpoint
+        return self.info
+
+    def close(self) -> None:
+        self._sock.close(0)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send_raw(self, frames: list[bytes]) -> None:
+        """Send frames as they are (tests of malformed input use this)."""
+        self._sock.send_multipart(frames)
+
+    def recv_raw(self, timeout: float) -> list[bytes] | None:
+        if self._sock.poll(int(timeout * 1000)):
+            return self._sock.recv_multipart()
+        return None
+
+    def call(
+        self,
+        method: str,
+        body: dict[str, Any] | None = None,
+        *,
+        target: str = "node",
+        timeout: float | None = None,
+        session: dict[str, Any] | None = None,
+        grant: str = "",
+        op: str = "",
+    ) -> dict[str, Any]:
+        """One request; returns the reply body or raises RoostError with the error's code."""
+        rid = self._prefix + str(next(self._ids))
+        header = p.Header(kind=p.REQUEST, rid=rid, method=method, target=target,
+                          session=session, grant=grant, op=op)
+        self._sock.send_multipart([header.encode(), p.pack(body or {})])
+        deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._sock.poll(int(remaining * 1000)):
+                raise RoostError("timeout", f"no answer to {method} in time")
+            frames = self._sock.recv_multipart()
+            if len(frames) != 2:
+                continue
+            reply = p.Header.decode(frames[0])
+            if reply.rid not in (rid, ""):
+                continue  # a late answer to an earlier call that timed out
+            body_out = p.unpack(frames[1], limit=p.HARD_FRAME_LIMIT)
+            if reply.kind == p.ERROR:
+                raise RoostError.from_body(body_out)
+            return body_out
+
+    def subscribe(self, *prefixes: str) -> EventStream:
+        return EventStream(self._ctx, self.events_endpoint, prefixes or ("",))
+
+
+class EventStream:
+    """A SUB socket on the node's PUB endpoint; subscribe first, then fill gaps with events.since."""
+
+    def __init__(self, ctx: zmq.Context[Any], endpoint: str, prefixes: tuple[str, ...]) -> None:
+        self._sock: zmq.Socket[Any] = ctx.socket(zmq.SUB)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        for prefix in prefixes:
+            self._sock.setsockopt(zmq.SUBSCRIBE, prefix.encode())
+        self._sock.connect(endpoint)
+
+    def recv(self, timeout: float) -> tuple[str, dict[str, Any]] | None:
+        if not self._sock.poll(int(timeout * 1000)):
+            return None
+        frames = self._sock.recv_multipart()
+        if len(frames) != 3:
+            return None
+        return frames[0].decode(errors="replace"), p.unpack(frames[2], limit=p.HARD_FRAME_LIMIT)
+
+    def close(self) -> None:
+        self._sock.close(0)

@@ -1,0 +1,72 @@
+"""Stable error codes and the one exception type that carries them across the wire.
+
+Every failure a client can see has a kebab-case code from ``CODES``. Messages are for humans;
+they never contain tracebacks, tokens or host paths of the state files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CODES: dict[str, str] = {
+    "bad-request": "the request is malformed or a field has the wrong type",
+    "frame-too-large": "a frame is larger than the protocol limit",
+    "unsupported-version": "no protocol version in common with the client",
+    "not-initialized": "the connection must call initialize first",
+    "unauthorized": "the token or key was refused",
+    "forbidden": "the connection's role may not do this",
+    "unknown-method": "the target does not serve this method",
+    "unreachable": "the target address is not registered with the broker",
+    "unavailable": "the actor is restarting; retry shortly",
+    "timeout": "the target did not answer in time",
+    "internal": "an unexpected failure inside an actor; the node keeps serving",
+    "not-found": "no record, workspace or operation by that id or name",
+    "ambiguous-name": "the name matches more than one record; use the record id",
+    "name-taken": "another record already has that name",
+    "session-record-busy": "the record is live (or changing state); stop it first",
+    "session-not-live": "the record has no live session to take this request",
+    "stale-generation": "the request names an older generation of the session",
+    "no-provider-session": "the record has no provider session id to resume by",
+    "unknown-provider": "no adapter for that provider",
+    "bad-cwd": "the working directory does not exist or is not a directory",
+    "launch-failed": "the agent program could not be started",
+    "node-running": "a node already serves this state directory",
+    "node-not-running": "no node serves this state directory",
+    "busy": "the node is accepting or cleaning up a turn; try again",
+    "not-claimed": "another client holds a claim on this session",
+    "stale-grant": "the claim grant was taken over or has lapsed",
+    "durable-state-schema-unsupported": "the state database has a newer schema than this roost",
+    "durable-state-conflict": "the state database belongs to another node id",
+    "durable-state-path-semantics-unsupported": "the state database holds another OS's paths",
+}
+
+
+class RoostError(Exception):
+    """A failure with a stable ``code``; what a client receives as an ``error`` reply."""
+
+    def __init__(self, code: str, message: str = "", detail: dict[str, Any] | None = None) -> None:
+        if code not in CODES:
+            raise ValueError(f"unknown error code {code!r}")
+        super().__init__(message or CODES[code])
+        self.code = code
+        self.message = message or CODES[code]
+        self.detail: dict[str, Any] = detail or {}
+
+    def to_body(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "detail": self.detail}
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> RoostError:
+        code = body.get("code")
+        if not isinstance(code, str) or code not in CODES:
+            code = "internal"
+        message = body.get("message")
+        detail = body.get("detail")
+        return cls(
+            code,
+            message if isinstance(message, str) else "",
+            detail if isinstance(detail, dict) else None,
+        )
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"

@@ -1,0 +1,130 @@
+"""Where a node keeps its files, and how a client finds a running node from its state directory.
+
+The state directory holds the durable things (``state.db``, the token, logs, transcripts). Sockets
+live in a private runtime directory (mode 0700) whose path is derived from the state directory, so
+it stays short enough for ipc endpoints (about 100 bytes on Linux) wherever the state lives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roost.broker.errors import RoostError
+
+NODE_FILE = "node.json"
+TOKEN_FILE = "token"
+TOKEN_ENV = "ROOST_TOKEN"
+
+
+def default_state_dir() -> Path:
+    env = os.environ.get("ROOST_STATE_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+        return (base / "roost").resolve()
+    base = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
+    return (base / "roost").resolve()
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) and make it 0700; refuse one owned by another user."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if sys.platform != "win32":
+        st = path.stat()
+        if st.st_uid != os.getuid():
+            raise RoostError("unauthorized", "a private directory is owned by another user")
+        os.chmod(path, 0o700)
+    return path
+
+
+def runtime_dir(state_dir: Path) -> Path:
+    env = os.environ.get("ROOST_RUNTIME_DIR")
+    if env:
+        return private_dir(Path(env))
+    digest = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    uid = os.getuid() if sys.platform != "win32" else 0
+    private_dir(Path(base) / f"roost-{uid}")
+    return private_dir(Path(base) / f"roost-{uid}" / digest)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What a running node publishes in ``<state-dir>/node.json`` for local clients."""
+
+    node_id: str
+    incarnation: str
+    pid: int
+    router: str
+    events: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "incarnation": self.incarnation,
+            "pid": self.pid,
+            "endpoints": {"router": self.router, "events": self.events},
+        }
+
+
+def write_node_info(state_dir: Path, info: NodeInfo) -> None:
+    tmp = state_dir / (NODE_FILE + ".tmp")
+    tmp.write_text(json.dumps(info.to_json()))
+    os.replace(tmp, state_dir / NODE_FILE)
+
+
+def read_node_info(state_dir: Path) -> NodeInfo:
+    try:
+        raw = json.loads((state_dir / NODE_FILE).read_text())
+        return NodeInfo(
+            node_id=raw["node_id"],
+            incarnation=raw["incarnation"],
+            pid=int(raw["pid"]),
+            router=raw["endpoints"]["router"],
+            events=raw["endpoints"]["events"],
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        raise RoostError("node-not-running", "no node serves this state directory") from None
+
+
+def clear_node_info(state_dir: Path, pid: int) -> None:
+    try:
+        if read_node_info(state_dir).pid == pid:
+            (state_dir / NODE_FILE).unlink()
+    except (RoostError, OSError):
+        pass
+
+
+def load_or_create_token(state_dir: Path) -> str:
+    """The node token: the env var if set, else the 0600 file, created on first use."""
+    env = os.environ.get(TOKEN_ENV)
+    if env:
+        return env
+    path = state_dir / TOKEN_FILE
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        token = secrets.token_urlsafe(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(token)
+        return token
+
+
+def read_token(state_dir: Path) -> str:
+    env = os.environ.get(TOKEN_ENV)
+    if env:
+        return env
+    try:
+        return (state_dir / TOKEN_FILE).read_text().strip()
+    except OSError:
+        raise RoostError("unauthorized", "the node token cannot be read") from None

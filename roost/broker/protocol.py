@@ -1,0 +1,194 @@
+"""The wire protocol: frames, envelope headers, the msgpack codec with its limits, the catalogue.
+
+A request travels as two frames, ``[header, body]``, each one msgpack map. The header is small and
+holds everything the broker needs to route (kind, request id, method, target); the body is only
+decoded by the actor that serves the method. docs/PROTOCOL.md is the normative description; the
+catalogue below (``CLIENT_METHODS``, ``EVENT_KINDS``) is checked against it by a test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from roost.broker.errors import RoostError
+
+PROTOCOL_VERSION = 1
+SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
+
+# Limits. A frame over HARD_FRAME_LIMIT is dropped by libzmq (MAXMSGSIZE) and the peer disconnected;
+# anything between BODY_LIMIT and the hard limit is answered with frame-too-large.
+HEADER_LIMIT = 4 * 1024
+BODY_LIMIT = 1024 * 1024
+HARD_FRAME_LIMIT = 8 * 1024 * 1024
+MAX_STR = 1024 * 1024
+MAX_BIN = 1024 * 1024
+MAX_ARRAY = 10_000
+MAX_MAP = 1_000
+MAX_DEPTH = 32
+MAX_FRAMES = 4
+
+# Message kinds.
+REQUEST = "request"
+RESPONSE = "response"
+ERROR = "error"
+EVENT = "event"
+HELLO = "hello"
+PING = "ping"
+PONG = "pong"
+PUBLISH = "publish"
+NOTIFY = "notify"
+KINDS = frozenset({REQUEST, RESPONSE, ERROR, EVENT, HELLO, PING, PONG, PUBLISH, NOTIFY})
+
+# Methods a client may call (target ``node`` unless stated), with a one-line summary.
+CLIENT_METHODS: dict[str, str] = {
+    "initialize": "negotiate the protocol version and authenticate (served by the broker)",
+    "node.status": "node id, incarnation, pid, endpoints, actors and their health",
+    "node.shutdown": "stop the node daemon; live sessions keep running",
+    "workspace.add": "register a directory as a workspace",
+    "workspace.list": "list the registered workspaces",
+    "session.spawn": "create a record and launch a fresh session of a provider",
+    "session.list": "list the records",
+    "session.show": "one record, optionally with the current screen",
+    "session.prompt": "type text into the session and submit it",
+    "session.input": "type raw text into the session, no submit",
+    "session.key": "press named keys (enter, escape, interrupt, arrows, ...)",
+    "session.resize": "resize the session's terminal",
+    "session.rename": "change a record's display name",
+    "session.stop": "stop the live session; the record becomes dormant",
+    "session.resume": "cold-resume a dormant record by its provider session id",
+    "session.forget": "delete a record that is not live",
+    "session.transcript": "read the session's raw terminal output by byte offset",
+    "events.since": "durable events after a sequence number",
+}
+
+EVENT_KINDS: dict[str, str] = {
+    "node.started": "a node incarnation began serving",
+    "node.stopping": "the node daemon is shutting down",
+    "workspace.added": "a workspace was registered",
+    "record.created": "a record was created by spawn",
+    "record.state": "a record changed state",
+    "record.renamed": "a record's display name changed",
+    "record.forgotten": "a record was deleted",
+    "session.identity": "the provider session id of a record became known",
+    "session.input": "input was accepted for a session (prompt, raw input or keys)",
+    "session.classified": "the adapter's classification of the screen changed",
+    "session.exited": "the agent process ended",
+    "session.lost": "a supervisor vanished; the record was made dormant",
+}
+
+ROLE_ACTOR = "actor"
+
+
+def pack(obj: dict[str, Any]) -> bytes:
+    """Encode one map; msgpack with bin type, no Python-specific extensions."""
+    data: bytes = msgpack.packb(obj, use_bin_type=True)
+    return data
+
+
+def _depth_ok(obj: Any, depth: int) -> bool:
+    if depth > MAX_DEPTH:
+        return False
+    if isinstance(obj, dict):
+        return all(_depth_ok(v, depth + 1) for v in obj.values())
+    if isinstance(obj, list):
+        return all(_depth_ok(v, depth + 1) for v in obj)
+    return True
+
+
+def unpack(data: bytes, *, limit: int = BODY_LIMIT, what: str = "body") -> dict[str, Any]:
+    """Decode one frame into a map, enforcing every limit; raise RoostError on bad input."""
+    if len(data) > limit:
+        raise RoostError("frame-too-large", f"{what} is {len(data)} bytes; the limit is {limit}")
+    try:
+        obj = msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=True,
+            max_str_len=MAX_STR,
+            max_bin_len=MAX_BIN,
+            max_array_len=MAX_ARRAY,
+            max_map_len=MAX_MAP,
+            max_ext_len=0,
+        )
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError):
+        raise RoostError("bad-request", f"{what} is not one valid msgpack value") from None
+    if not isinstance(obj, dict):
+        raise RoostError("bad-request", f"{what} must be a msgpack map")
+    if not _depth_ok(obj, 0):
+        raise RoostError("bad-request", f"{what} nests deeper than {MAX_DEPTH}")
+    return obj
+
+
+@dataclass
+class Header:
+    """The routing frame. Short keys on the wire: v k id m t f s g op topic."""
+
+    kind: str
+    rid: str = ""
+    method: str = ""
+    target: str = ""
+    sender: str = ""
+    version: int = PROTOCOL_VERSION
+    session: dict[str, Any] | None = None
+    grant: str = ""
+    op: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"v": self.version, "k": self.kind}
+        optional = {
+            "id": self.rid,
+            "m": self.method,
+            "t": self.target,
+            "f": self.sender,
+            "g": self.grant,
+            "op": self.op,
+        }
+        wire.update({k: v for k, v in optional.items() if v})
+        if self.session is not None:
+            wire["s"] = self.session
+        wire.update(self.extra)
+        return wire
+
+    def encode(self) -> bytes:
+        return pack(self.to_wire())
+
+    @classmethod
+    def decode(cls, data: bytes) -> Header:
+        raw = unpack(data, limit=HEADER_LIMIT, what="header")
+        kind = raw.get("k")
+        if not isinstance(kind, str) or kind not in KINDS:
+            raise RoostError("bad-request", "header field 'k' must be a known message kind")
+        version = raw.get("v", PROTOCOL_VERSION)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise RoostError("bad-request", "header field 'v' must be an integer")
+        strings = {}
+        for key in ("id", "m", "t", "f", "g", "op"):
+            value = raw.get(key, "")
+            if not isinstance(value, str):
+                raise RoostError("bad-request", f"header field {key!r} must be a string")
+            strings[key] = value
+        session = raw.get("s")
+        if session is not None and not isinstance(session, dict):
+            raise RoostError("bad-request", "header field 's' must be a map")
+        known = {"v", "k", "id", "m", "t", "f", "s", "g", "op"}
+        return cls(
+            kind=kind,
+            rid=strings["id"],
+            method=strings["m"],
+            target=strings["t"],
+            sender=strings["f"],
+            version=version,
+            session=session,
+            grant=strings["g"],
+            op=strings["op"],
+            extra={k: v for k, v in raw.items() if k not in known},
+        )
+
+
+def reply_header(request: Header, *, error: bool = False) -> Header:
+    """The header of the answer to ``request``, addressed back to its sender."""
+    return Header(kind=ERROR if error else RESPONSE, rid=request.rid, target=request.sender)

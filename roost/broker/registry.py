@@ -1,0 +1,86 @@
+"""The broker's peer registry: address -> routing id, incarnation, last heartbeat.
+
+Pure bookkeeping with an injected clock, so liveness rules are unit-tested without sockets.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+HEARTBEAT_S = 1.0
+DEAD_AFTER_BEATS = 3
+MAX_CLIENTS = 4096
+
+
+@dataclass
+class PeerEntry:
+    address: str
+    routing_id: bytes
+    incarnation: str
+    last_seen: float
+    meta: dict[str, Any] = field(default_factory=dict)
+    actor: bool = True
+
+
+class Registry:
+    """Actors (registered by hello) and clients (registered by initialize) by address."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._by_address: dict[str, PeerEntry] = {}
+        self._by_routing: dict[bytes, str] = {}
+        self._clients: OrderedDict[str, PeerEntry] = OrderedDict()
+
+    def now(self) -> float:
+        return self._clock()
+
+    def register(self, entry: PeerEntry) -> PeerEntry | None:
+        """Add or replace ``entry``; returns the entry it displaced, if another peer held it."""
+        table = self._by_address if entry.actor else self._clients
+        old = table.get(entry.address)
+        if old is not None:
+            self._by_routing.pop(old.routing_id, None)
+        former = self._by_routing.get(entry.routing_id)
+        if former is not None and former != entry.address:
+            self.remove(former)
+        table[entry.address] = entry
+        self._by_routing[entry.routing_id] = entry.address
+        if not entry.actor:
+            self._clients.move_to_end(entry.address)
+            while len(self._clients) > MAX_CLIENTS:
+                _, evicted = self._clients.popitem(last=False)
+                self._by_routing.pop(evicted.routing_id, None)
+        displaced = old if old is not None and old.routing_id != entry.routing_id else None
+        return displaced
+
+    def remove(self, address: str) -> PeerEntry | None:
+        entry = self._by_address.pop(address, None) or self._clients.pop(address, None)
+        if entry is not None:
+            self._by_routing.pop(entry.routing_id, None)
+        return entry
+
+    def lookup(self, address: str) -> PeerEntry | None:
+        return self._by_address.get(address) or self._clients.get(address)
+
+    def address_of(self, routing_id: bytes) -> str | None:
+        return self._by_routing.get(routing_id)
+
+    def touch(self, routing_id: bytes) -> PeerEntry | None:
+        address = self._by_routing.get(routing_id)
+        if address is None:
+            return None
+        entry = self.lookup(address)
+        if entry is not None:
+            entry.last_seen = self._clock()
+        return entry
+
+    def expired(self, *, beat: float = HEARTBEAT_S) -> list[PeerEntry]:
+        """Actors silent for more than DEAD_AFTER_BEATS heartbeats (clients never expire here)."""
+        limit = self._clock() - beat * DEAD_AFTER_BEATS
+        return [e for e in self._by_address.values() if e.last_seen < limit]
+
+    def actors(self) -> list[PeerEntry]:
+        return list(self._by_address.values())

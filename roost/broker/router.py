@@ -1,0 +1,237 @@
+"""The broker: a ROUTER for requests and a PUB for events, routing by header only.
+
+Every inbound message is ``[routing_id, header, body]``. The broker decodes the small header,
+never the body (except ``hello`` and ``initialize``, which it serves itself), and forwards to the
+registered peer named by the header's target. It answers ``unreachable`` rather than dropping a
+request, and every malformed input gets an error reply where one can be sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+import zmq
+import zmq.asyncio
+
+from roost.broker import protocol as p
+from roost.broker.errors import RoostError
+from roost.broker.registry import HEARTBEAT_S, PeerEntry, Registry
+
+log = structlog.get_logger("roost.broker")
+
+CLIENT_TARGETS = frozenset({"node", ""})
+
+
+@dataclass
+class BrokerConfig:
+    router_endpoints: list[str]
+    pub_endpoints: list[str]
+    token: str
+    incarnation: str
+    node_id: str = ""
+
+
+class Broker:
+    """Routes between clients and actors; holds no durable state."""
+
+    def __init__(
+        self,
+        ctx: zmq.asyncio.Context,
+        config: BrokerConfig,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.registry = Registry(clock)
+        self._ctx = ctx
+        self._router = ctx.socket(zmq.ROUTER)
+        self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self._router.setsockopt(zmq.MAXMSGSIZE, p.HARD_FRAME_LIMIT)
+        self._router.setsockopt(zmq.LINGER, 0)
+        self._pub = ctx.socket(zmq.PUB)
+        self._pub.setsockopt(zmq.LINGER, 0)
+        self._warned: set[bytes] = set()
+        self.stats = {"routed": 0, "errors": 0, "published": 0}
+
+    def bind(self) -> None:
+        for ep in self.config.router_endpoints:
+            self._router.bind(ep)
+        for ep in self.config.pub_endpoints:
+            self._pub.bind(ep)
+
+    def close(self) -> None:
+        self._router.close(0)
+        self._pub.close(0)
+
+    async def run(self) -> None:
+        reaper = asyncio.create_task(self._reap_loop())
+        try:
+            while True:
+                frames = await self._router.recv_multipart(copy=True)
+                self._on_frames(frames)
+        finally:
+            reaper.cancel()
+
+    # -- inbound -------------------------------------------------------------------------------
+
+    def _on_frames(self, frames: list[bytes]) -> None:
+        routing_id, rest = frames[0], frames[1:]
+        try:
+            if len(rest) != 2:
+                raise RoostError("bad-request", "a message is exactly two frames: header, body")
+            header = p.Header.decode(rest[0])
+        except RoostError as err:
+            self._refuse(routing_id, None, err)
+            return
+        try:
+            self._dispatch(routing_id, header, rest[1])
+        except RoostError as err:
+            self._refuse(routing_id, header, err)
+
+    def _dispatch(self, routing_id: bytes, header: p.Header, body: bytes) -> None:
+        if len(body) > p.BODY_LIMIT:
+            raise RoostError(
+                "frame-too-large", f"body is {len(body)} bytes; the limit is {p.BODY_LIMIT}"
+            )
+        if header.kind == p.HELLO:
+            self._hello(routing_id, header, p.unpack(body))
+            return
+        if header.kind == p.REQUEST and header.method == "initialize":
+            self._initialize(routing_id, header, p.unpack(body))
+            return
+        sender = self.registry.touch(routing_id)
+        if header.kind == p.PING:
+            self._send(routing_id, p.Header(kind=p.PONG, sender="broker"),
+                       {"registered": sender is not None, "incarnation": self.config.incarnation})
+            return
+        if sender is None:
+            raise RoostError("not-initialized", "call initialize (clients) or hello (actors) first")
+        if header.version not in p.SUPPORTED_VERSIONS:
+            raise RoostError("unsupported-version", f"protocol version {header.version} is not served")
+        header.sender = sender.address
+        if header.kind == p.PUBLISH and sender.actor:
+            self._publish(header, body)
+        elif header.kind in (p.REQUEST, p.NOTIFY):
+            self._route_request(sender, header, body)
+        elif header.kind in (p.RESPONSE, p.ERROR) and sender.actor:
+            self._route_reply(header, body)
+        else:
+            raise RoostError("bad-request", f"a {header.kind!r} message is not accepted here")
+
+    def _route_request(self, sender: PeerEntry, header: p.Header, body: bytes) -> None:
+        if not sender.actor and header.target not in CLIENT_TARGETS:
+            raise RoostError("forbidden", "clients address the node; actors are internal")
+        target = header.target or "node"
+        entry = self.registry.lookup(target)
+        if entry is None:
+            raise RoostError("unreachable", f"no peer is registered as {target!r}",
+                             {"target": target})
+        if not self._send(entry.routing_id, header, body, raw=True):
+            self.registry.remove(target)
+            raise RoostError("unreachable", f"peer {target!r} has gone", {"target": target})
+        self.stats["routed"] += 1
+
+    def _route_reply(self, header: p.Header, body: bytes) -> None:
+        entry = self.registry.lookup(header.target)
+        if entry is None or not self._send(entry.routing_id, header, body, raw=True):
+            log.info("reply-dropped", target=header.target, reason="requester gone")
+
+    def _publish(self, header: p.Header, body: bytes) -> None:
+        topic = header.extra.get("topic")
+        if not isinstance(topic, str) or not topic:
+            raise RoostError("bad-request", "a publish header needs a 'topic' string")
+        event_header = p.Header(kind=p.EVENT, sender=header.sender, extra={"topic": topic})
+        self._pub.send_multipart([topic.encode(), event_header.encode(), body])
+        self.stats["published"] += 1
+
+    # -- served by the broker itself -----------------------------------------------------------
+
+    def _token_ok(self, offered: Any) -> bool:
+        return isinstance(offered, str) and hmac.compare_digest(
+            offered.encode(), self.config.token.encode()
+        )
+
+    def _hello(self, routing_id: bytes, header: p.Header, body: dict[str, Any]) -> None:
+        if not self._token_ok(body.get("token")):
+            raise RoostError("unauthorized", "hello refused")
+        address, incarnation = body.get("address"), body.get("incarnation")
+        if not isinstance(address, str) or not address or address.startswith("client/"):
+            raise RoostError("bad-request", "field 'address' must name an actor address")
+        if not isinstance(incarnation, str):
+            raise RoostError("bad-request", "field 'incarnation' must be a string")
+        meta = body.get("meta") if isinstance(body.get("meta"), dict) else {}
+        entry = PeerEntry(address, routing_id, incarnation, self.registry.now(), meta or {})
+        self.registry.register(entry)
+        log.info("peer-up", address=address, incarnation=incarnation)
+        self._send(routing_id, p.reply_header(header),
+                   {"incarnation": self.config.incarnation, "node_id": self.config.node_id})
+        self._notify_node({"event": "peer.up", "address": address,
+                           "incarnation": incarnation, "meta": meta or {}})
+
+    def _initialize(self, routing_id: bytes, header: p.Header, body: dict[str, Any]) -> None:
+        versions = body.get("versions")
+        if not isinstance(versions, list) or not all(isinstance(v, int) for v in versions):
+            raise RoostError("bad-request", "field 'versions' must be a list of integers",
+                             {"field": "versions"})
+        common = sorted(set(versions) & set(p.SUPPORTED_VERSIONS))
+        if not common:
+            raise RoostError("unsupported-version", "no protocol version in common",
+                             {"supported": list(p.SUPPORTED_VERSIONS)})
+        if not self._token_ok(body.get("token")):
+            raise RoostError("unauthorized", "the token was refused")
+        known = self.registry.address_of(routing_id)
+        conn_id = known[len("client/"):] if known and known.startswith("client/") else (
+            uuid.uuid4().hex[:16])
+        entry = PeerEntry(f"client/{conn_id}", routing_id, "", self.registry.now(), actor=False)
+        self.registry.register(entry)
+        header.sender = entry.address
+        self._send(routing_id, p.reply_header(header), {
+            "version": common[-1],
+            "node_id": self.config.node_id,
+            "incarnation": self.config.incarnation,
+            "connection_id": conn_id,
+            "events": self.config.pub_endpoints[0] if self.config.pub_endpoints else "",
+            "limits": {"body": p.BODY_LIMIT, "header": p.HEADER_LIMIT,
+                       "frame": p.HARD_FRAME_LIMIT},
+        })
+
+    # -- outbound ------------------------------------------------------------------------------
+
+    def _send(self, routing_id: bytes, header: p.Header, body: Any, *, raw: bool = False) -> bool:
+        payload = body if raw else p.pack(body)
+        try:
+            self._router.send_multipart([routing_id, header.encode(), payload], flags=zmq.NOBLOCK)
+        except zmq.ZMQError:
+            return False
+        return True
+
+    def _refuse(self, routing_id: bytes, header: p.Header | None, err: RoostError) -> None:
+        self.stats["errors"] += 1
+        if routing_id not in self._warned:
+            self._warned.add(routing_id)
+            log.warning("refused", peer=routing_id.hex(), code=err.code, reason=err.message)
+        if header is not None and header.kind not in (p.REQUEST, p.HELLO, p.NOTIFY, p.PUBLISH):
+            return
+        reply = p.Header(kind=p.ERROR, rid=header.rid if header else "", sender="broker")
+        self._send(routing_id, reply, err.to_body())
+
+    def _notify_node(self, body: dict[str, Any]) -> None:
+        node = self.registry.lookup("node")
+        if node is not None and body.get("address") != "node":
+            self._send(node.routing_id, p.Header(kind=p.NOTIFY, sender="broker", target="node"),
+                       body)
+
+    async def _reap_loop(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            for entry in self.registry.expired():
+                self.registry.remove(entry.address)
+                log.info("peer-down", address=entry.address, reason="missed heartbeats")
+                self._notify_node({"event": "peer.down", "address": entry.address,
+                                   "incarnation": entry.incarnation, "meta": entry.meta})

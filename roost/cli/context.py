@@ -1,0 +1,58 @@
+"""Shared CLI plumbing: global options, finding the node, turning errors into exit codes."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from roost.broker.client import Client
+from roost.broker.errors import RoostError
+from roost.broker.locate import default_state_dir
+from roost.cli.output import fail
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class Ctx:
+    state_dir: Path
+    json: bool
+    timeout: float
+
+    def client(self) -> Client:
+        return Client.for_state_dir(self.state_dir, timeout=self.timeout)
+
+    def call(self, method: str, body: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+        with self.client() as client:
+            return client.call(method, body, **kw)
+
+
+def command(fn: F) -> F:
+    """Adds ``--json`` to a command and turns RoostError into an error document and exit 1."""
+
+    @click.option("--json", "as_json", is_flag=True, help="print one JSON document")
+    @click.pass_obj
+    @functools.wraps(fn)
+    def wrapper(ctx: Ctx, *args: Any, as_json: bool = False, **kwargs: Any) -> Any:
+        ctx.json = ctx.json or as_json
+        try:
+            return fn(ctx, *args, **kwargs)
+        except RoostError as err:
+            fail(err, ctx.json)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def make_ctx(state_dir: str | None, as_json: bool, timeout: float) -> Ctx:
+    path = Path(state_dir).expanduser().resolve() if state_dir else default_state_dir()
+    return Ctx(path, as_json, timeout)
+
+
+def cwd() -> str:
+    return os.getcwd()

@@ -1,0 +1,111 @@
+"""``roost events`` and ``roost workspace``: the durable event log and the registered directories.
+
+``events --follow`` subscribes first, then reads the log from ``--after``, and de-duplicates by
+sequence number, so nothing committed between the two is missed (PUB/SUB has slow joiners). With
+``--json`` and ``--follow`` it prints JSON Lines: one event document per line.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import click
+
+from roost.broker.errors import RoostError
+from roost.cli.context import Ctx, command
+from roost.cli.output import console, emit_json
+
+
+def _line(event: dict[str, Any]) -> str:
+    ts = datetime.datetime.fromtimestamp(event["ts"]).strftime("%H:%M:%S")
+    who = event.get("record") or "node"
+    return f"{event['seq']:>6} {ts} {event['kind']:<20} {who:<12} {event.get('data') or ''}"
+
+
+@click.command()
+@click.option("--after", type=int, default=0, help="only events with a larger sequence number")
+@click.option("--id", "ref", help="only the events of one record (id or name)")
+@click.option("--limit", type=int, default=1000)
+@click.option("--follow", is_flag=True, help="keep printing new events as they are committed")
+@command
+def events(ctx: Ctx, after: int, ref: str | None, limit: int, follow: bool) -> None:
+    """The node's durable event log, in sequence."""
+    query: dict[str, Any] = {"after": after, "limit": limit}
+    if ref:
+        query["id"] = ref
+    if not follow:
+        doc = ctx.call("events.since", query)
+        if ctx.json:
+            emit_json(doc)
+        else:
+            for event in doc["events"]:
+                console.print(_line(event), markup=False)
+        return
+    _follow(ctx, query)
+
+
+def _follow(ctx: Ctx, query: dict[str, Any]) -> None:
+    with ctx.client() as client:
+        stream = client.subscribe("e/")
+        last = query["after"]
+        try:
+            while True:
+                doc = client.call("events.since", {**query, "after": last})
+                for event in doc["events"]:
+                    last = _print_event(ctx, event, last, query.get("id"))
+                if len(doc["events"]) < query["limit"]:
+                    break
+            while True:
+                got = stream.recv(timeout=1.0)
+                if got is None:
+                    continue
+                event = got[1]
+                if event["seq"] > last + 1:  # a gap on PUB: fill it from the log
+                    doc = client.call("events.since", {**query, "after": last})
+                    for missed in doc["events"]:
+                        last = _print_event(ctx, missed, last, query.get("id"))
+                last = _print_event(ctx, event, last, query.get("id"))
+        except KeyboardInterrupt:
+            pass
+        except RoostError as err:
+            raise err
+        finally:
+            stream.close()
+
+
+def _print_event(ctx: Ctx, event: dict[str, Any], last: int, ref: str | None) -> int:
+    if event["seq"] <= last:
+        return last
+    if ref and event.get("record") != ref and (event.get("data") or {}).get("name") != ref:
+        return event["seq"]
+    if ctx.json:
+        emit_json(event)
+    else:
+        console.print(_line(event), markup=False)
+    return int(event["seq"])
+
+
+@click.group()
+def workspace() -> None:
+    """Register and list workspaces (directories sessions run in)."""
+
+
+@workspace.command("add")
+@click.argument("path", type=click.Path(exists=True, file_okay=False, resolve_path=True))
+@click.option("--name", help="a short name to use with spawn --cwd")
+@command
+def workspace_add(ctx: Ctx, path: str, name: str | None) -> None:
+    doc = ctx.call("workspace.add", {"path": path, "name": name})
+    emit_json(doc) if ctx.json else console.print(f"workspace {doc['workspace']['id']}: {path}")
+
+
+@workspace.command("ls")
+@command
+def workspace_ls(ctx: Ctx) -> None:
+    doc = ctx.call("workspace.list")
+    if ctx.json:
+        emit_json(doc)
+        return
+    for ws in doc["workspaces"]:
+        console.print(f"{ws['id']}  {ws.get('name') or '-':<16} {ws['path']}")

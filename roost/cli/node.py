@@ -1,0 +1,144 @@
+"""``roost node up|stop|status``: the node daemon's lifecycle, from the CLI's side of the wire."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from roost.broker.errors import RoostError
+from roost.broker.locate import private_dir, read_node_info
+from roost.cli.context import Ctx, command
+from roost.cli.output import console, emit_json
+
+UP_TIMEOUT = 30.0
+STOP_TIMEOUT = 20.0
+
+
+@click.group()
+def node() -> None:
+    """Start, stop and inspect this machine's node."""
+
+
+def _running_status(ctx: Ctx) -> dict[str, Any] | None:
+    try:
+        read_node_info(ctx.state_dir)
+        return ctx.call("node.status", timeout=5.0)
+    except RoostError:
+        return None
+
+
+def _print_status(ctx: Ctx, doc: dict[str, Any]) -> None:
+    if ctx.json:
+        emit_json(doc)
+        return
+    console.print(f"node {doc['node_id']} (incarnation {doc['incarnation']}, pid {doc['pid']})")
+    console.print(f"  state dir: {doc['state_dir']}")
+    for name, ep in doc["endpoints"].items():
+        console.print(f"  {name}: {ep}")
+    for address, info in sorted(doc.get("actors", {}).items()):
+        health = info.get("health") or ("registered" if info.get("registered") else "absent")
+        console.print(f"  {address:<28} {health:<10} pid {info.get('pid')}")
+    if doc.get("records"):
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(doc["records"].items()))
+        console.print(f"  records: {counts}")
+
+
+def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    buf = b""
+    while b"\n" not in buf:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise RoostError("timeout", "the node did not report ready in time; see its log")
+        ready, _, _ = select.select([proc.stdout], [], [], remaining)
+        if ready:
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            buf += chunk
+    try:
+        doc: dict[str, Any] = json.loads(buf.split(b"\n", 1)[0])
+        return doc
+    except ValueError:
+        raise RoostError("internal", "the node exited during startup; see its log") from None
+
+
+@node.command("up")
+@click.option("--node-id", help="name this node (only on first start; stored afterwards)")
+@command
+def up(ctx: Ctx, node_id: str | None) -> None:
+    """Start the node in the background; returns once it serves."""
+    running = _running_status(ctx)
+    if running is not None:
+        if node_id and node_id != running["node_id"]:
+            raise RoostError("durable-state-conflict", "a node with another id serves this "
+                             "state directory")
+        _print_status(ctx, {**running, "already_running": True})
+        return
+    state_dir = private_dir(ctx.state_dir)
+    logs = private_dir(state_dir / "logs")
+    argv = [sys.executable, "-m", "roost.actors.daemon", "--state-dir", str(state_dir)]
+    if node_id:
+        argv += ["--node-id", node_id]
+    with open(logs / "daemon.stderr", "ab") as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=err, start_new_session=True, close_fds=True)
+    try:
+        line = _read_line(proc, UP_TIMEOUT)
+    finally:
+        assert proc.stdout is not None
+        proc.stdout.close()
+    if "error" in line:
+        raise RoostError.from_body(line["error"])
+    _print_status(ctx, {**line["ready"], "already_running": False})
+
+
+@node.command("stop")
+@click.option("--stop-sessions", is_flag=True, help="stop live sessions first")
+@command
+def stop(ctx: Ctx, stop_sessions: bool) -> None:
+    """Stop the daemon; live sessions keep running unless --stop-sessions."""
+    info = read_node_info(ctx.state_dir)
+    reply = ctx.call("node.shutdown", {"stop_sessions": stop_sessions}, timeout=60.0)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while _alive(info.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    doc = {**reply, "node_id": info.node_id, "pid": info.pid, "stopped": not _alive(info.pid)}
+    if ctx.json:
+        emit_json(doc)
+    else:
+        console.print(f"node {info.node_id} stopped" if doc["stopped"] else "node still stopping")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+@node.command("status")
+@command
+def status(ctx: Ctx) -> None:
+    """Node id, incarnation, pid, endpoints, actors and their health."""
+    _print_status(ctx, ctx.call("node.status"))
+
+
+def state_path(ctx: Ctx) -> Path:
+    return ctx.state_dir

@@ -1,0 +1,196 @@
+"""Session commands: spawn, ls, show, prompt, send, key, resize, rename, stop, resume, forget."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any
+
+import click
+
+from roost.broker.errors import RoostError
+from roost.cli.context import Ctx, command
+from roost.cli.output import console, emit_json, record_lines, records_table
+
+SIZE_RE = re.compile(r"^(\d+)x(\d+)$")
+
+
+def _size(value: str | None) -> dict[str, int]:
+    if not value:
+        return {}
+    match = SIZE_RE.match(value)
+    if not match:
+        raise RoostError("bad-request", "size is ROWSxCOLS, for example 40x120",
+                         {"field": "size"})
+    return {"rows": int(match.group(1)), "cols": int(match.group(2))}
+
+
+def _env(pairs: tuple[str, ...]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise RoostError("bad-request", f"--env takes KEY=VALUE, not {pair!r}",
+                             {"field": "env"})
+        env[key] = value
+    return env
+
+
+def _record_out(ctx: Ctx, doc: dict[str, Any], verb: str = "") -> None:
+    if ctx.json:
+        emit_json(doc)
+        return
+    rec = doc["record"]
+    if verb:
+        console.print(f"{verb} {rec['id']} ({rec.get('name') or 'unnamed'}): {rec['state']}, "
+                      f"generation {rec['generation']}")
+    else:
+        console.print("\n".join(record_lines(rec)))
+
+
+@click.command()
+@click.argument("provider")
+@click.option("--name", help="a display name, unique on this node")
+@click.option("--cwd", "cwd_", help="a registered workspace (id, name or path) or a directory")
+@click.option("--env", "env", multiple=True, help="KEY=VALUE passed to the agent (repeatable)")
+@click.option("--size", help="terminal size ROWSxCOLS (default 40x120)")
+@click.option("--mode", type=click.Choice(["pty", "stream"]), default="pty")
+@command
+def spawn(ctx: Ctx, provider: str, name: str | None, cwd_: str | None, env: tuple[str, ...],
+          size: str | None, mode: str) -> None:
+    """Start a live session of PROVIDER (echo, claude, codex, kimi)."""
+    cwd = cwd_ or os.getcwd()
+    if cwd_ and os.path.isdir(cwd_):
+        cwd = os.path.abspath(cwd_)
+    body = {"provider": provider, "name": name, "cwd": cwd, "env": _env(env), "mode": mode,
+            **_size(size)}
+    _record_out(ctx, ctx.call("session.spawn", body, timeout=60.0), "spawned")
+
+
+@click.command("ls")
+@command
+def ls(ctx: Ctx) -> None:
+    """The records: id, name, provider, mode, state, generation, provider session id."""
+    doc = ctx.call("session.list")
+    if ctx.json:
+        emit_json(doc)
+    elif not doc["records"]:
+        console.print("no records")
+    else:
+        console.print(records_table(doc["records"]))
+
+
+@click.command()
+@click.argument("ref", metavar="ID")
+@click.option("--screen", is_flag=True, help="include the session's current screen")
+@command
+def show(ctx: Ctx, ref: str, screen: bool) -> None:
+    """A record, and with --screen the session's visible screen."""
+    doc = ctx.call("session.show", {"id": ref, "screen": screen})
+    if ctx.json:
+        emit_json(doc)
+        return
+    _record_out(ctx, doc)
+    if screen:
+        text = doc.get("screen")
+        click.echo("--- screen ---")
+        click.echo(text if text is not None else "(no live session)")
+
+
+def _accepted(ctx: Ctx, doc: dict[str, Any], what: str) -> None:
+    if ctx.json:
+        emit_json(doc)
+    else:
+        console.print(f"{what} accepted (event {doc.get('seq')})")
+
+
+@click.command()
+@click.argument("ref", metavar="ID")
+@click.argument("text")
+@command
+def prompt(ctx: Ctx, ref: str, text: str) -> None:
+    """Type TEXT and submit it."""
+    _accepted(ctx, ctx.call("session.prompt", {"id": ref, "text": text}), "prompt")
+
+
+@click.command()
+@click.argument("ref", metavar="ID")
+@click.argument("text")
+@command
+def send(ctx: Ctx, ref: str, text: str) -> None:
+    """Type raw TEXT, without submitting."""
+    _accepted(ctx, ctx.call("session.input", {"id": ref, "text": text}), "input")
+
+
+@click.command()
+@click.argument("ref", metavar="ID")
+@click.argument("keys", nargs=-1, required=True)
+@command
+def key(ctx: Ctx, ref: str, keys: tuple[str, ...]) -> None:
+    """Press named KEYS: enter, escape, interrupt, tab, up, down, left, right, ..."""
+    _accepted(ctx, ctx.call("session.key", {"id": ref, "keys": list(keys)}), "keys")
+
+
+@click.command()
+@click.argument("ref", metavar="ID")
+@click.argument("size")
+@command
+def resize(ctx: Ctx, ref: str, size: str) -> None:
+    """Resize the session's terminal to ROWSxCOLS."""
+    doc = ctx.call("session.resize", {"id": ref, **_size(size)})
+    emit_json(doc) if ctx.json else console.print(f"resized to {doc['rows']}x{doc['cols']}")
+
+
+@click.command()
+@click.argument("ref", metavar="ID")
+@click.argument("name")
+@command
+def rename(ctx: Ctx, ref: str, name: str) -> None:
+    """Give a record a new display name."""
+    _record_out(ctx, ctx.call("session.rename", {"id": ref, "name": name}), "renamed")
+
+
+@click.command()
+@click.argument("ref", metavar="ID")
+@click.option("--grace-ms", type=int, default=3000, help="SIGTERM grace before SIGKILL")
+@command
+def stop(ctx: Ctx, ref: str, grace_ms: int) -> None:
+    """Stop the live session; the record becomes dormant, its provider session id kept."""
+    doc = ctx.call("session.stop", {"id": ref, "grace_ms": grace_ms}, timeout=grace_ms / 1000 + 30)
+    _record_out(ctx, doc, "stopped")
+
+
+@click.command()
+@click.argument("ref", metavar="ID")
+@command
+def resume(ctx: Ctx, ref: str) -> None:
+    """Cold-resume a dormant record by its provider session id (a new generation)."""
+    _record_out(ctx, ctx.call("session.resume", {"id": ref}, timeout=60.0), "resumed")
+
+
+@click.command()
+@click.argument("ref", metavar="ID")
+@command
+def forget(ctx: Ctx, ref: str) -> None:
+    """Delete a record that is not live."""
+    doc = ctx.call("session.forget", {"id": ref})
+    emit_json(doc) if ctx.json else console.print(f"forgot {doc['record']['id']}")
+
+
+@click.command()
+@click.argument("ref", metavar="ID")
+@click.option("--offset", type=int, default=0, help="byte offset to read from")
+@click.option("--limit", type=int, default=65536)
+@command
+def transcript(ctx: Ctx, ref: str, offset: int, limit: int) -> None:
+    """The session's raw terminal output, from a byte offset."""
+    doc = ctx.call("session.transcript", {"id": ref, "offset": offset, "limit": limit})
+    if ctx.json:
+        emit_json(doc)
+    else:
+        sys.stdout.buffer.write(doc["data"])
+        sys.stdout.flush()
+
+
+COMMANDS = (spawn, ls, show, prompt, send, key, resize, rename, stop, resume, forget, transcript)
