@@ -28,19 +28,25 @@ class AdapterActor:
 
     def __init__(self, adapter: Adapter, peer: Peer) -> None:
         self.adapter, self.peer = adapter, peer
-        peer.handlers.update({
-            "adapter.launch": self.launch,
-            "adapter.classify": self.classify,
-            "adapter.identity": self.identity,
-        })
+        peer.handlers.update(
+            {
+                "adapter.launch": self.launch,
+                "adapter.classify": self.classify,
+                "adapter.identity": self.identity,
+            }
+        )
 
     @staticmethod
     def _context(body: dict[str, Any]) -> LaunchContext:
         mode = f.req_str(body, "mode")
         if mode not in ("pty", "stream"):
             raise RoostError("bad-request", "field 'mode' must be pty or stream", {"field": "mode"})
-        return LaunchContext(cwd=f.req_str(body, "cwd"), mode=mode, env=f.str_map(body, "env"),
-                             data_dir=f.req_str(body, "data_dir"))
+        return LaunchContext(
+            cwd=f.req_str(body, "cwd"),
+            mode=mode,
+            env=f.str_map(body, "env"),
+            data_dir=f.req_str(body, "data_dir"),
+        )
 
     async def launch(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         ctx = self._context(body)
@@ -63,8 +69,14 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     incarnation = os.urandom(6).hex()
     actors = []
     for name, adapter in adapters().items():
-        peer = Peer(ctx, args.endpoint, f"adapter/{name}", token, incarnation=incarnation,
-                    meta={"pid": os.getpid()})
+        peer = Peer(
+            ctx,
+            args.endpoint,
+            f"adapter/{name}",
+            token,
+            incarnation=incarnation,
+            meta={"pid": os.getpid()},
+        )
         actors.append(AdapterActor(adapter, peer))
     watch_lifeline(args.lifeline, stop.set)
     tasks = [asyncio.create_task(a.peer.run()) for a in actors]

@@ -34,7 +34,7 @@ def decide(restarts: list[float], now: float, policy: RestartPolicy) -> float | 
     recent = [t for t in restarts if now - t < policy.window]
     if len(recent) >= policy.max_restarts:
         return None
-    return min(policy.backoff_max, policy.backoff_base * (2 ** len(recent)))
+    return min(policy.backoff_max, policy.backoff_base * float(1 << len(recent)))
 
 
 @dataclass
@@ -60,7 +60,8 @@ class Child:
             extra = ["--lifeline", str(read_end)]
             kwargs["pass_fds"] = (read_end,)
         proc = await asyncio.create_subprocess_exec(
-            *self.argv, *extra, env=self.env, stdin=asyncio.subprocess.DEVNULL, **kwargs)
+            *self.argv, *extra, env=self.env, stdin=asyncio.subprocess.DEVNULL, **kwargs
+        )
         if extra:
             os.close(int(extra[1]))
         self.pid, self.health = proc.pid, "running"
@@ -105,5 +106,9 @@ class Child:
             await proc.wait()
 
     def status(self) -> dict[str, Any]:
-        return {"health": self.health, "pid": self.pid, "restarts": len(self.restarts),
-                "kind": "child"}
+        return {
+            "health": self.health,
+            "pid": self.pid,
+            "restarts": len(self.restarts),
+            "kind": "child",
+        }

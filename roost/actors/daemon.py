@@ -64,10 +64,16 @@ class Daemon:
         self.router_ep = f"ipc://{self.runtime}/router"
         self.events_ep = f"ipc://{self.runtime}/events"
         self.ctx = zmq.asyncio.Context()
-        self.broker = Broker(self.ctx, BrokerConfig(
-            router_endpoints=[self.router_ep, "inproc://broker"],
-            pub_endpoints=[self.events_ep], token=token, incarnation=self.incarnation,
-            node_id=node_id))
+        self.broker = Broker(
+            self.ctx,
+            BrokerConfig(
+                router_endpoints=[self.router_ep, "inproc://broker"],
+                pub_endpoints=[self.events_ep],
+                token=token,
+                incarnation=self.incarnation,
+                node_id=node_id,
+            ),
+        )
         env = {**os.environ, "ROOST_TOKEN": token}
         py = [sys.executable, "-m"]
         common = ["--state-dir", str(state_dir), "--endpoint", self.router_ep]
@@ -86,10 +92,16 @@ class Daemon:
             actors[entry.address]["registered"] = True
         for name in ("state",):
             actors[name]["registered"] = self.broker.registry.lookup(name) is not None
-        return {"node_id": self.node_id, "incarnation": self.incarnation, "pid": os.getpid(),
-                "state_dir": str(self.state_dir), "started": self.started,
-                "endpoints": {"router": self.router_ep, "events": self.events_ep},
-                "actors": actors, "broker": dict(self.broker.stats)}
+        return {
+            "node_id": self.node_id,
+            "incarnation": self.incarnation,
+            "pid": os.getpid(),
+            "state_dir": str(self.state_dir),
+            "started": self.started,
+            "endpoints": {"router": self.router_ep, "events": self.events_ep},
+            "actors": actors,
+            "broker": dict(self.broker.stats),
+        }
 
     def registered(self) -> set[str]:
         return {e.address for e in self.broker.registry.actors()}
@@ -102,13 +114,22 @@ class Daemon:
         for sock in ("router", "events"):
             with contextlib.suppress(OSError):
                 os.chmod(self.runtime / sock, 0o600)
-        peer = Peer(self.ctx, "inproc://broker", "node", self.token,
-                    incarnation=self.incarnation, meta={"pid": os.getpid()})
-        sessions = Sessions(peer, Launcher(self.runtime), self.state_dir, self.router_ep,
-                            self.token)
+        peer = Peer(
+            self.ctx,
+            "inproc://broker",
+            "node",
+            self.token,
+            incarnation=self.incarnation,
+            meta={"pid": os.getpid()},
+        )
+        sessions = Sessions(
+            peer, Launcher(self.runtime), self.state_dir, self.router_ep, self.token
+        )
         node = NodeActor(peer, sessions, self.status, stop.set, self.registered)
-        tasks = [asyncio.create_task(t) for t in (
-            self.broker.run(), peer.run(), *(c.run() for c in self.children))]
+        tasks = [
+            asyncio.create_task(t)
+            for t in (self.broker.run(), peer.run(), *(c.run() for c in self.children))
+        ]
         try:
             await self._wait_ready(peer)
         except RoostError as err:
@@ -116,11 +137,24 @@ class Daemon:
             self.failed = True
             stop.set()
         else:
-            await peer.call("state", "state.events.append", {"events": [{
-                "kind": "node.started", "data": {"incarnation": self.incarnation,
-                                                 "pid": os.getpid()}}]})
-            write_node_info(self.state_dir, NodeInfo(self.node_id, self.incarnation,
-                                                     os.getpid(), self.router_ep, self.events_ep))
+            await peer.call(
+                "state",
+                "state.events.append",
+                {
+                    "events": [
+                        {
+                            "kind": "node.started",
+                            "data": {"incarnation": self.incarnation, "pid": os.getpid()},
+                        }
+                    ]
+                },
+            )
+            write_node_info(
+                self.state_dir,
+                NodeInfo(
+                    self.node_id, self.incarnation, os.getpid(), self.router_ep, self.events_ep
+                ),
+            )
             tasks.append(asyncio.create_task(node.sweep_loop()))
             announce({"ready": self.status()})
             log.info("node-serving", node_id=self.node_id, incarnation=self.incarnation)

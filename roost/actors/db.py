@@ -65,8 +65,11 @@ def open_db(path: Path, node_id: str | None) -> tuple[sqlite3.Connection, str]:
         with conn:
             conn.executescript("BEGIN;" + SCHEMA_V1 + "COMMIT;")
             chosen = node_id or ("n-" + uuid.uuid4().hex[:10])
-            meta = {"node_id": chosen, "path_semantics": PATH_SEMANTICS,
-                    "created": str(time.time())}
+            meta = {
+                "node_id": chosen,
+                "path_semantics": PATH_SEMANTICS,
+                "created": str(time.time()),
+            }
             conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     return conn, get_meta(conn, "node_id")
@@ -80,21 +83,31 @@ def refuse_foreign(path: Path, node_id: str | None) -> None:
         try:
             version = ro.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise RoostError("durable-state-schema-unsupported",
-                                 f"the state database has schema {version}; this roost reads up "
-                                 f"to {SCHEMA_VERSION}", {"schema": version})
+                raise RoostError(
+                    "durable-state-schema-unsupported",
+                    f"the state database has schema {version}; this roost reads up "
+                    f"to {SCHEMA_VERSION}",
+                    {"schema": version},
+                )
             meta = dict(ro.execute("SELECT key, value FROM meta").fetchall())
         finally:
             ro.close()
     except sqlite3.DatabaseError:
-        raise RoostError("durable-state-schema-unsupported",
-                         "the state database cannot be read as a roost database") from None
+        raise RoostError(
+            "durable-state-schema-unsupported",
+            "the state database cannot be read as a roost database",
+        ) from None
     if node_id and meta.get("node_id") != node_id:
-        raise RoostError("durable-state-conflict", "the state database belongs to another node id",
-                         {"stored": meta.get("node_id"), "requested": node_id})
+        raise RoostError(
+            "durable-state-conflict",
+            "the state database belongs to another node id",
+            {"stored": meta.get("node_id"), "requested": node_id},
+        )
     if meta.get("path_semantics", PATH_SEMANTICS) != PATH_SEMANTICS:
-        raise RoostError("durable-state-path-semantics-unsupported",
-                         f"the state database holds {meta.get('path_semantics')} paths")
+        raise RoostError(
+            "durable-state-path-semantics-unsupported",
+            f"the state database holds {meta.get('path_semantics')} paths",
+        )
 
 
 def get_meta(conn: sqlite3.Connection, key: str) -> str:
@@ -103,6 +116,7 @@ def get_meta(conn: sqlite3.Connection, key: str) -> str:
 
 
 # -- records -----------------------------------------------------------------------------------
+
 
 def row_to_record(row: sqlite3.Row) -> Record:
     data = dict(row)
@@ -124,8 +138,21 @@ def insert_record(conn: sqlite3.Connection, record: Record) -> None:
         raise RoostError("name-taken", "another record already has that name") from None
 
 
-UPDATABLE = frozenset({"name", "provider_session", "state", "generation", "active", "activity",
-                       "attention", "last_exit", "updated", "rows", "cols"})
+UPDATABLE = frozenset(
+    {
+        "name",
+        "provider_session",
+        "state",
+        "generation",
+        "active",
+        "activity",
+        "attention",
+        "last_exit",
+        "updated",
+        "rows",
+        "cols",
+    }
+)
 
 
 def update_record(conn: sqlite3.Connection, record_id: str, changes: dict[str, Any]) -> None:
@@ -171,8 +198,10 @@ def delete_record(conn: sqlite3.Connection, record_id: str) -> None:
 
 # -- workspaces --------------------------------------------------------------------------------
 
-def add_workspace(conn: sqlite3.Connection, path: str, name: str | None) -> tuple[dict[str, Any],
-                                                                                  bool]:
+
+def add_workspace(
+    conn: sqlite3.Connection, path: str, name: str | None
+) -> tuple[dict[str, Any], bool]:
     row = conn.execute("SELECT * FROM workspaces WHERE path=?", (path,)).fetchone()
     if row is not None:
         return dict(row), False
@@ -182,8 +211,9 @@ def add_workspace(conn: sqlite3.Connection, path: str, name: str | None) -> tupl
 
 
 def find_workspace(conn: sqlite3.Connection, ref: str) -> dict[str, Any] | None:
-    row = conn.execute("SELECT * FROM workspaces WHERE id=? OR name=? OR path=? LIMIT 1",
-                       (ref, ref, ref)).fetchone()
+    row = conn.execute(
+        "SELECT * FROM workspaces WHERE id=? OR name=? OR path=? LIMIT 1", (ref, ref, ref)
+    ).fetchone()
     return dict(row) if row else None
 
 
@@ -193,26 +223,49 @@ def list_workspaces(conn: sqlite3.Connection) -> list[dict[str, Any]]:
 
 # -- events ------------------------------------------------------------------------------------
 
+
 def append_event(conn: sqlite3.Connection, event: dict[str, Any]) -> dict[str, Any]:
     ts = time.time()
     cur = conn.execute(
         "INSERT INTO events (ts, kind, record_id, generation, data) VALUES (?, ?, ?, ?, ?)",
-        (ts, event["kind"], event.get("record"), event.get("generation"),
-         _pack(event.get("data") or {})))
-    return {"seq": cur.lastrowid, "ts": ts, "kind": event["kind"], "record": event.get("record"),
-            "generation": event.get("generation"), "data": event.get("data") or {}}
+        (
+            ts,
+            event["kind"],
+            event.get("record"),
+            event.get("generation"),
+            _pack(event.get("data") or {}),
+        ),
+    )
+    return {
+        "seq": cur.lastrowid,
+        "ts": ts,
+        "kind": event["kind"],
+        "record": event.get("record"),
+        "generation": event.get("generation"),
+        "data": event.get("data") or {},
+    }
 
 
-def events_since(conn: sqlite3.Connection, after: int, limit: int,
-                 record_id: str | None = None) -> list[dict[str, Any]]:
+def events_since(
+    conn: sqlite3.Connection, after: int, limit: int, record_id: str | None = None
+) -> list[dict[str, Any]]:
     sql = "SELECT * FROM events WHERE seq > ?"
     args: list[Any] = [after]
     if record_id:
         sql += " AND record_id = ?"
         args.append(record_id)
     rows = conn.execute(sql + " ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
-    return [{"seq": r["seq"], "ts": r["ts"], "kind": r["kind"], "record": r["record_id"],
-             "generation": r["generation"], "data": _unpack(r["data"])} for r in rows]
+    return [
+        {
+            "seq": r["seq"],
+            "ts": r["ts"],
+            "kind": r["kind"],
+            "record": r["record_id"],
+            "generation": r["generation"],
+            "data": _unpack(r["data"]),
+        }
+        for r in rows
+    ]
 
 
 def last_seq(conn: sqlite3.Connection) -> int:

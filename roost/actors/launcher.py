@@ -7,6 +7,7 @@ node token). The node polls the ``Popen`` objects it holds so none lingers as a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -22,9 +23,10 @@ from roost.actors.terminal import write_private
 SCRUBBED_ENV = ("ROOST_TOKEN",)
 
 
-def agent_env(base: dict[str, str], record_env: dict[str, str],
-              launch_env: dict[str, str]) -> dict[str, str]:
-    """The agent's environment: the node's, minus roost's secrets, plus the record's and adapter's."""
+def agent_env(
+    base: dict[str, str], record_env: dict[str, str], launch_env: dict[str, str]
+) -> dict[str, str]:
+    """The agent's environment: the node's minus roost's secrets, plus record and adapter env."""
     env = {k: v for k, v in base.items() if k not in SCRUBBED_ENV}
     env.update(record_env)
     env.update(launch_env)
@@ -42,15 +44,21 @@ class Launcher:
     def start(self, spec: dict[str, Any]) -> int:
         path = self.runtime_dir / f"spec-{uuid.uuid4().hex}.msgpack"
         write_private(path, msgpack.packb(spec, use_bin_type=True))
-        kwargs: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL,
-                                  "stderr": subprocess.DEVNULL, "close_fds": True}
+        kwargs: dict[str, Any] = {
+            "stdin": subprocess.DEVNULL,
+            "stdout": subprocess.DEVNULL,
+            "stderr": subprocess.DEVNULL,
+            "close_fds": True,
+        }
         if sys.platform == "win32":
-            kwargs["creationflags"] = (subprocess.CREATE_NEW_PROCESS_GROUP
-                                       | subprocess.DETACHED_PROCESS)
+            kwargs["creationflags"] = (
+                subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.DETACHED_PROCESS
+            )
         else:
             kwargs["start_new_session"] = True
         proc = subprocess.Popen(
-            [sys.executable, "-m", "roost.actors.supervisor", "--spec", str(path)], **kwargs)
+            [sys.executable, "-m", "roost.actors.supervisor", "--spec", str(path)], **kwargs
+        )
         self._children.append(proc)
         return proc.pid
 
@@ -79,7 +87,5 @@ def still_running(pid: int | None, started: float | None) -> bool:
 
 
 def signal_process(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -27,24 +27,37 @@ from roost.broker.errors import RoostError
 log = structlog.get_logger("roost.node")
 
 SWEEP_S = 1.0
+REATTACH_WAIT_S = 6.0  # a supervisor re-registers within ~2 heartbeats of a node restart
 FORWARDED = ("session.prompt", "session.input", "session.key", "session.resize")
 
 
 class NodeActor:
     """Serves the client methods and the supervisors' reports."""
 
-    def __init__(self, peer: Peer, sessions: Sessions, status: Callable[[], dict[str, Any]],
-                 shutdown: Callable[[], None], registered: Callable[[], set[str]]) -> None:
+    def __init__(
+        self,
+        peer: Peer,
+        sessions: Sessions,
+        status: Callable[[], dict[str, Any]],
+        shutdown: Callable[[], None],
+        registered: Callable[[], set[str]],
+    ) -> None:
         self.peer, self.sessions = peer, sessions
         self._status, self._shutdown, self._registered = status, shutdown, registered
         self.started = time.time()
         handlers: dict[str, Handler] = {
-            "node.status": self.status, "node.shutdown": self.shutdown,
-            "workspace.add": self.workspace_add, "workspace.list": self.workspace_list,
-            "session.spawn": self.spawn, "session.list": self.list,
-            "session.show": self.show, "session.rename": self.rename,
-            "session.stop": self.stop, "session.resume": self.resume,
-            "session.forget": self.forget, "session.transcript": self.transcript,
+            "node.status": self.status,
+            "node.shutdown": self.shutdown,
+            "workspace.add": self.workspace_add,
+            "workspace.list": self.workspace_list,
+            "session.spawn": self.spawn,
+            "session.list": self.list,
+            "session.show": self.show,
+            "session.rename": self.rename,
+            "session.stop": self.stop,
+            "session.resume": self.resume,
+            "session.forget": self.forget,
+            "session.transcript": self.transcript,
             "events.since": self.events_since,
             "node.session.attach": self._report(sessions.on_attach, locked=False),
             "node.session.exited": self._report(sessions.on_exited),
@@ -97,8 +110,11 @@ class NodeActor:
                     async with self.sessions.locks[record.id]:
                         await self.sessions.stop(record, 3000)
                     stopped.append(record.id)
-        await self.peer.call("state", "state.events.append",
-                             {"events": [{"kind": "node.stopping", "data": {"stopped": stopped}}]})
+        await self.peer.call(
+            "state",
+            "state.events.append",
+            {"events": [{"kind": "node.stopping", "data": {"stopped": stopped}}]},
+        )
         asyncio.get_running_loop().call_later(0.05, self._shutdown)
         return {"stopping": True, "stopped_sessions": stopped}
 
@@ -106,8 +122,11 @@ class NodeActor:
 
     async def workspace_add(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         path = _existing_dir(f.req_str(body, "path", max_len=4096))
-        return await self.peer.call("state", "state.workspace.add", {
-            "path": path, "name": f.opt_str(body, "name", max_len=128)})
+        return await self.peer.call(
+            "state",
+            "state.workspace.add",
+            {"path": path, "name": f.opt_str(body, "name", max_len=128)},
+        )
 
     async def workspace_list(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         return await self.peer.call("state", "state.workspace.list", {})
@@ -117,8 +136,7 @@ class NodeActor:
         if found.get("workspace"):
             ws = found["workspace"]
             return _existing_dir(ws["path"]), ws["id"]
-        added = await self.peer.call("state", "state.workspace.add",
-                                     {"path": _existing_dir(ref)})
+        added = await self.peer.call("state", "state.workspace.add", {"path": _existing_dir(ref)})
         return added["workspace"]["path"], added["workspace"]["id"]
 
     # -- records -------------------------------------------------------------------------------
@@ -134,18 +152,30 @@ class NodeActor:
         cols = f.opt_int(body, "cols", lo=2, hi=1000) or 120
         cwd, workspace = await self._resolve_cwd(f.req_str(body, "cwd", max_len=4096))
         if f"adapter/{provider}" not in self._registered():
-            raise RoostError("unknown-provider", f"no adapter for provider {provider!r}",
-                             {"provider": provider})
-        record = Record(id=r.new_record_id(), name=r.validate_name(name) if name else None,
-                        provider=provider, mode=mode, cwd=cwd, workspace_id=workspace,
-                        env=env, rows=rows, cols=cols)
-        created = {"kind": "record.created", "record": record.id, "generation": 0,
-                   "data": {"name": record.name, "provider": provider, "mode": mode}}
+            raise RoostError(
+                "unknown-provider", f"no adapter for provider {provider!r}", {"provider": provider}
+            )
+        record = Record(
+            id=r.new_record_id(),
+            name=r.validate_name(name) if name else None,
+            provider=provider,
+            mode=mode,
+            cwd=cwd,
+            workspace_id=workspace,
+            env=env,
+            rows=rows,
+            cols=cols,
+        )
+        created = {
+            "kind": "record.created",
+            "record": record.id,
+            "generation": 0,
+            "data": {"name": record.name, "provider": provider, "mode": mode},
+        }
         row = record.to_wire()
         row["env"] = env
         row.pop("size")
-        await self.peer.call("state", "state.record.create", {"record": row,
-                                                              "events": [created]})
+        await self.peer.call("state", "state.record.create", {"record": row, "events": [created]})
         async with self.sessions.locks[record.id]:
             live = await self.sessions.launch(record, env, resume=None)
         return {"record": live.to_wire()}
@@ -159,16 +189,18 @@ class NodeActor:
         if f.opt_bool(body, "screen"):
             reply["screen"] = None
             if record.state in (r.LIVE, r.ATTENTION):
-                with_screen = await self.peer.call(f"session/{record.id}", "session.screen", {},
-                                                   session={"generation": record.generation})
-                reply.update(with_screen)
+                reply.update(await self.call_session(record, "session.screen", {}))
         return reply
 
     async def rename(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         name = r.validate_name(f.req_str(body, "name", max_len=128))
         async with self._locked(f.req_str(body, "id")) as record:
-            event = {"kind": "record.renamed", "record": record.id,
-                     "generation": record.generation, "data": {"from": record.name, "to": name}}
+            event = {
+                "kind": "record.renamed",
+                "record": record.id,
+                "generation": record.generation,
+                "data": {"from": record.name, "to": name},
+            }
             renamed = await self.sessions.update(record, {"name": name}, events=[event])
         return {"record": renamed.to_wire()}
 
@@ -195,9 +227,25 @@ class NodeActor:
         record, _ = await self.sessions.find(f.req_str(body, "id"))
         r.check_generation(record, h.session)
         active = r.check_live(record)
-        reply = await self.peer.call(f"session/{record.id}", h.method, body,
-                                     session={"generation": active["generation"]})
+        reply = await self.call_session(record, h.method, body, generation=active["generation"])
         return {**reply, "record": record.id, "generation": record.generation}
+
+    async def call_session(
+        self, record: Record, method: str, body: dict[str, Any], *, generation: int | None = None
+    ) -> dict[str, Any]:
+        """Call a live record's supervisor; after a node restart, wait for it to re-register."""
+        address = f"session/{record.id}"
+        deadline = asyncio.get_running_loop().time() + REATTACH_WAIT_S
+        while address not in self._registered():
+            if asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        return await self.peer.call(
+            address,
+            method,
+            body,
+            session={"generation": record.generation if generation is None else generation},
+        )
 
     async def transcript(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record, _ = await self.sessions.find(f.req_str(body, "id"))
@@ -214,8 +262,10 @@ class NodeActor:
         return {"record": record.id, "offset": offset, "data": data, "end": end}
 
     async def events_since(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        query: dict[str, Any] = {"after": f.opt_int(body, "after") or 0,
-                                 "limit": f.opt_int(body, "limit", lo=1, hi=5000) or 1000}
+        query: dict[str, Any] = {
+            "after": f.opt_int(body, "after") or 0,
+            "limit": f.opt_int(body, "limit", lo=1, hi=5000) or 1000,
+        }
         ref = f.opt_str(body, "id")
         if ref:
             query["record"] = (await self.sessions.find(ref))[0].id
@@ -247,6 +297,9 @@ class _RecordLock:
 def _existing_dir(path: str) -> str:
     resolved = Path(path).expanduser()
     if not resolved.is_absolute() or not resolved.is_dir():
-        raise RoostError("bad-cwd", "the working directory must be an existing absolute "
-                         "directory", {"field": "cwd"})
+        raise RoostError(
+            "bad-cwd",
+            "the working directory must be an existing absolute directory",
+            {"field": "cwd"},
+        )
     return str(resolved.resolve())

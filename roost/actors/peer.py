@@ -72,7 +72,7 @@ class Peer:
                 self._last_pong = loop.time()
                 recv = asyncio.create_task(self._recv_loop())
                 beat = asyncio.create_task(self._beat_loop())
-                done, _ = await asyncio.wait({recv, beat}, return_when=asyncio.FIRST_COMPLETED)
+                _done, _ = await asyncio.wait({recv, beat}, return_when=asyncio.FIRST_COMPLETED)
                 for task in (recv, beat):
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -95,10 +95,15 @@ class Peer:
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
         sock.connect(self._endpoint)
         self._sock = sock
-        self._send(p.Header(kind=p.HELLO, rid="hello"), {
-            "address": self.address, "incarnation": self.incarnation,
-            "token": self._token, "meta": self.meta,
-        })
+        self._send(
+            p.Header(kind=p.HELLO, rid="hello"),
+            {
+                "address": self.address,
+                "incarnation": self.incarnation,
+                "token": self._token,
+                "meta": self.meta,
+            },
+        )
 
     def _close_socket(self) -> None:
         if self._sock is not None:
@@ -122,9 +127,17 @@ class Peer:
                 continue
             try:
                 header = p.Header.decode(frames[0])
+            except RoostError as err:
+                log.warning("undecodable-header", address=self.address, code=err.code)
+                continue
+            try:
                 body = p.unpack(frames[1], limit=p.HARD_FRAME_LIMIT)
             except RoostError as err:
-                log.warning("undecodable", address=self.address, code=err.code)
+                log.warning(
+                    "undecodable-body", address=self.address, sender=header.sender, code=err.code
+                )
+                if header.kind == p.REQUEST:
+                    self._send(p.reply_header(header, error=True), err.to_body())
                 continue
             if self._on_message(header, body):
                 return
@@ -167,16 +180,19 @@ class Peer:
         handler = self.handlers.get(header.method)
         try:
             if handler is None:
-                raise RoostError("unknown-method", f"{self.address} does not serve "
-                                 f"{header.method!r}", {"method": header.method})
+                raise RoostError(
+                    "unknown-method",
+                    f"{self.address} does not serve {header.method!r}",
+                    {"method": header.method},
+                )
             reply = await handler(header, body)
             self._send(p.reply_header(header), reply)
         except RoostError as err:
             self._send(p.reply_header(header, error=True), err.to_body())
         except Exception:
             log.exception("handler-failed", address=self.address, method=header.method)
-            err = RoostError("internal", f"{header.method} failed inside {self.address}")
-            self._send(p.reply_header(header, error=True), err.to_body())
+            failure = RoostError("internal", f"{header.method} failed inside {self.address}")
+            self._send(p.reply_header(header, error=True), failure.to_body())
 
     def _send(self, header: p.Header, body: dict[str, Any]) -> None:
         if self._sock is None:
@@ -203,16 +219,21 @@ class Peer:
             raise RoostError("unavailable", "the broker is not reachable") from None
         rid = self._prefix + str(next(self._ids))
         future: asyncio.Future[tuple[p.Header, dict[str, Any]]] = (
-            asyncio.get_running_loop().create_future())
+            asyncio.get_running_loop().create_future()
+        )
         self._pending[rid] = future
-        header = p.Header(kind=p.REQUEST, rid=rid, method=method, target=target,
-                          session=session, op=op)
+        header = p.Header(
+            kind=p.REQUEST, rid=rid, method=method, target=target, session=session, op=op
+        )
         self._send(header, body or {})
         try:
             reply_header, reply = await asyncio.wait_for(future, timeout)
         except TimeoutError:
-            raise RoostError("timeout", f"{target} did not answer {method} in time",
-                             {"target": target, "method": method}) from None
+            raise RoostError(
+                "timeout",
+                f"{target} did not answer {method} in time",
+                {"target": target, "method": method},
+            ) from None
         finally:
             self._pending.pop(rid, None)
         if reply_header.kind == p.ERROR:

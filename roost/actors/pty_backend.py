@@ -39,15 +39,19 @@ class PtyBackend(Protocol):
 class PosixPty:
     """An agent in a POSIX pseudo-terminal; it leads its own session and process group."""
 
-    def __init__(self, argv: list[str], cwd: str, env: dict[str, str], rows: int,
-                 cols: int) -> None:
+    def __init__(
+        self, argv: list[str], cwd: str, env: dict[str, str], rows: int, cols: int
+    ) -> None:
         from ptyprocess import PtyProcess
 
         try:
             self._proc = PtyProcess.spawn(argv, cwd=cwd, env=env, dimensions=(rows, cols))
         except (OSError, FileNotFoundError) as exc:
-            raise RoostError("launch-failed", f"cannot start {argv[0]!r}: {exc.strerror or exc}",
-                             {"argv0": argv[0]}) from None
+            raise RoostError(
+                "launch-failed",
+                f"cannot start {argv[0]!r}: {exc.strerror or exc}",
+                {"argv0": argv[0]},
+            ) from None
         self.pid: int = self._proc.pid
         self.fd: int | None = self._proc.fd
         self._status: ExitStatus | None = None
@@ -83,15 +87,17 @@ class PosixPty:
 class WindowsPty:
     """An agent in a Windows ConPTY through pywinpty (reads block: the supervisor uses a thread)."""
 
-    def __init__(self, argv: list[str], cwd: str, env: dict[str, str], rows: int,
-                 cols: int) -> None:
+    def __init__(
+        self, argv: list[str], cwd: str, env: dict[str, str], rows: int, cols: int
+    ) -> None:
         import subprocess
 
         from winpty import PtyProcess
 
         try:
-            self._proc = PtyProcess.spawn(subprocess.list2cmdline(argv), cwd=cwd, env=env,
-                                          dimensions=(rows, cols))
+            self._proc = PtyProcess.spawn(
+                subprocess.list2cmdline(argv), cwd=cwd, env=env, dimensions=(rows, cols)
+            )
         except OSError as exc:
             raise RoostError("launch-failed", f"cannot start {argv[0]!r}: {exc}") from None
         self.pid = int(self._proc.pid)
@@ -116,8 +122,7 @@ class WindowsPty:
         return ExitStatus(self._proc.exitstatus, None)
 
 
-def spawn_pty(argv: list[str], cwd: str, env: dict[str, str], rows: int,
-              cols: int) -> PtyBackend:
+def spawn_pty(argv: list[str], cwd: str, env: dict[str, str], rows: int, cols: int) -> PtyBackend:
     if sys.platform == "win32":
         return WindowsPty(argv, cwd, env, rows, cols)
     return PosixPty(argv, cwd, env, rows, cols)

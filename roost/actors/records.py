@@ -13,7 +13,13 @@ from typing import Any
 from roost.broker.errors import RoostError
 
 STARTING, LIVE, STOPPING, DORMANT, ATTENTION, FAILED = (
-    "starting", "live", "stopping", "dormant", "attention", "failed")
+    "starting",
+    "live",
+    "stopping",
+    "dormant",
+    "attention",
+    "failed",
+)
 STATES = (STARTING, LIVE, STOPPING, DORMANT, ATTENTION, FAILED)
 # States in which a supervisor process may exist for the record.
 ACTIVE_STATES = frozenset({STARTING, LIVE, STOPPING, ATTENTION})
@@ -68,26 +74,37 @@ def session_address(record: Record) -> str:
 def check_resume(record: Record) -> None:
     """Refuse a resume the record cannot take, with the code a client acts on."""
     if record.state in ACTIVE_STATES:
-        raise RoostError("session-record-busy", f"record {record.id} is {record.state}",
-                         {"record": record.id, "state": record.state})
+        raise RoostError(
+            "session-record-busy",
+            f"record {record.id} is {record.state}",
+            {"record": record.id, "state": record.state},
+        )
     if not record.provider_session:
-        raise RoostError("no-provider-session",
-                         f"record {record.id} has no provider session id; it cannot be resumed "
-                         "by id, and roost will not start a fresh conversation in its place",
-                         {"record": record.id})
+        raise RoostError(
+            "no-provider-session",
+            f"record {record.id} has no provider session id; it cannot be resumed "
+            "by id, and roost will not start a fresh conversation in its place",
+            {"record": record.id},
+        )
 
 
 def check_forget(record: Record) -> None:
     if record.state in ACTIVE_STATES:
-        raise RoostError("session-record-busy", f"record {record.id} is {record.state}; stop it "
-                         "before forgetting it", {"record": record.id, "state": record.state})
+        raise RoostError(
+            "session-record-busy",
+            f"record {record.id} is {record.state}; stop it before forgetting it",
+            {"record": record.id, "state": record.state},
+        )
 
 
 def check_live(record: Record) -> dict[str, Any]:
     """The active session address of a record that can take runtime requests."""
     if record.state not in (LIVE, ATTENTION) or record.active is None:
-        raise RoostError("session-not-live", f"record {record.id} is {record.state}",
-                         {"record": record.id, "state": record.state})
+        raise RoostError(
+            "session-not-live",
+            f"record {record.id} is {record.state}",
+            {"record": record.id, "state": record.state},
+        )
     return record.active
 
 
@@ -96,14 +113,17 @@ def check_generation(record: Record, session: dict[str, Any] | None) -> None:
     if not session or "generation" not in session:
         return
     if session["generation"] != record.generation:
-        raise RoostError("stale-generation", f"generation {session['generation']} is not the "
-                         f"current one ({record.generation})",
-                         {"record": record.id, "generation": record.generation})
+        raise RoostError(
+            "stale-generation",
+            f"generation {session['generation']} is not the current one ({record.generation})",
+            {"record": record.id, "generation": record.generation},
+        )
 
 
 def validate_name(name: str) -> str:
     name = name.strip()
     if not name or len(name) > 128 or any(ord(c) < 32 for c in name):
-        raise RoostError("bad-request", "a name is 1 to 128 printable characters",
-                         {"field": "name"})
+        raise RoostError(
+            "bad-request", "a name is 1 to 128 printable characters", {"field": "name"}
+        )
     return name

@@ -30,15 +30,20 @@ ATTACH_TIMEOUT = 20.0
 
 
 def _state_event(record: Record, state: str, **data: Any) -> dict[str, Any]:
-    return {"kind": "record.state", "record": record.id, "generation": record.generation,
-            "data": {"from": record.state, "to": state, **data}}
+    return {
+        "kind": "record.state",
+        "record": record.id,
+        "generation": record.generation,
+        "data": {"from": record.state, "to": state, **data},
+    }
 
 
 class Sessions:
     """Lifecycle operations; ``peer`` is the node actor's broker peer."""
 
-    def __init__(self, peer: Peer, launcher: Launcher, state_dir: Path, endpoint: str,
-                 token: str) -> None:
+    def __init__(
+        self, peer: Peer, launcher: Launcher, state_dir: Path, endpoint: str, token: str
+    ) -> None:
         self.peer, self.launcher = peer, launcher
         self.state_dir, self.endpoint, self._token = state_dir, endpoint, token
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -50,67 +55,133 @@ class Sessions:
         reply = await self.peer.call("state", "state.record.find", {"ref": ref})
         return _record(reply), reply.get("env") or {}
 
-    async def update(self, record: Record, changes: dict[str, Any], *,
-                     expect: tuple[str, ...] = (), events: list[dict[str, Any]] | None = None,
-                     ) -> Record:
-        reply = await self.peer.call("state", "state.record.update", {
-            "id": record.id, "set": changes, "expect_states": list(expect),
-            "expect_generation": record.generation, "events": events or []})
+    async def update(
+        self,
+        record: Record,
+        changes: dict[str, Any],
+        *,
+        expect: tuple[str, ...] = (),
+        events: list[dict[str, Any]] | None = None,
+    ) -> Record:
+        reply = await self.peer.call(
+            "state",
+            "state.record.update",
+            {
+                "id": record.id,
+                "set": changes,
+                "expect_states": list(expect),
+                "expect_generation": record.generation,
+                "events": events or [],
+            },
+        )
         return _record(reply)
 
-    async def set_state(self, record: Record, state: str, *, expect: tuple[str, ...] = (),
-                        extra: list[dict[str, Any]] | None = None, **changes: Any) -> Record:
+    async def set_state(
+        self,
+        record: Record,
+        state: str,
+        *,
+        expect: tuple[str, ...] = (),
+        extra: list[dict[str, Any]] | None = None,
+        **changes: Any,
+    ) -> Record:
         event = _state_event(record, state)
-        return await self.update(record, {"state": state, **changes}, expect=expect,
-                                 events=[*(extra or []), event])
+        return await self.update(
+            record, {"state": state, **changes}, expect=expect, events=[*(extra or []), event]
+        )
 
     # -- launching -----------------------------------------------------------------------------
 
     async def launch(self, record: Record, env: dict[str, str], *, resume: str | None) -> Record:
         """Start a new generation of ``record`` and wait until its supervisor attaches."""
-        plan = await self.peer.call(f"adapter/{record.provider}", "adapter.launch", {
-            "mode": record.mode, "cwd": record.cwd, "env": env, "resume": resume,
-            "data_dir": str(self.state_dir / "providers" / record.provider)})
+        plan = await self.peer.call(
+            f"adapter/{record.provider}",
+            "adapter.launch",
+            {
+                "mode": record.mode,
+                "cwd": record.cwd,
+                "env": env,
+                "resume": resume,
+                "data_dir": str(self.state_dir / "providers" / record.provider),
+            },
+        )
         instance = uuid.uuid4().hex[:12]
         generation = record.generation + 1
         identity = plan.get("provider_session") or record.provider_session
         starting = await self.update(
-            record, {"state": r.STARTING, "generation": generation, "active": None,
-                     "provider_session": identity, "activity": None, "attention": None},
+            record,
+            {
+                "state": r.STARTING,
+                "generation": generation,
+                "active": None,
+                "provider_session": identity,
+                "activity": None,
+                "attention": None,
+            },
             expect=(r.STARTING, r.DORMANT, r.FAILED),
-            events=[{**_state_event(record, r.STARTING, resume=bool(resume)),
-                     "generation": generation}])
+            events=[
+                {**_state_event(record, r.STARTING, resume=bool(resume)), "generation": generation}
+            ],
+        )
         if identity and identity != record.provider_session:
-            await self.peer.call("state", "state.events.append", {"events": [{
-                "kind": "session.identity", "record": record.id, "generation": generation,
-                "data": {"provider_session": identity}}]})
+            await self.peer.call(
+                "state",
+                "state.events.append",
+                {
+                    "events": [
+                        {
+                            "kind": "session.identity",
+                            "record": record.id,
+                            "generation": generation,
+                            "data": {"provider_session": identity},
+                        }
+                    ]
+                },
+            )
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[instance] = future
         try:
             pid = self.launcher.start(self._spec(starting, plan, env, instance))
             attached = await asyncio.wait_for(future, ATTACH_TIMEOUT)
         except (TimeoutError, OSError):
-            attached = {"error": RoostError("launch-failed", "the supervisor did not start "
-                                            "in time").to_body()}
+            attached = {
+                "error": RoostError(
+                    "launch-failed", "the supervisor did not start in time"
+                ).to_body()
+            }
             pid = None
         finally:
             self._waiting.pop(instance, None)
         if "error" in attached:
             await self.set_state(starting, r.FAILED, last_exit={"error": attached["error"]})
             raise RoostError.from_body(attached["error"])
-        active = {"record": record.id, "generation": generation, "instance": instance,
-                  "pid": attached.get("pid", pid), "agent_pid": attached.get("agent_pid"),
-                  "started": process_started(attached.get("pid") or 0)}
+        active = {
+            "record": record.id,
+            "generation": generation,
+            "instance": instance,
+            "pid": attached.get("pid", pid),
+            "agent_pid": attached.get("agent_pid"),
+            "started": process_started(attached.get("pid") or 0),
+        }
         return await self.set_state(starting, r.LIVE, expect=(r.STARTING,), active=active)
 
-    def _spec(self, record: Record, plan: dict[str, Any], env: dict[str, str],
-              instance: str) -> dict[str, Any]:
+    def _spec(
+        self, record: Record, plan: dict[str, Any], env: dict[str, str], instance: str
+    ) -> dict[str, Any]:
         return {
-            "record_id": record.id, "generation": record.generation, "instance_id": instance,
-            "provider": record.provider, "mode": record.mode, "argv": plan["argv"],
-            "cwd": record.cwd, "env": agent_env(dict(os.environ), env, plan.get("env") or {}),
-            "rows": record.rows, "cols": record.cols, "submit": plan.get("submit", b"\r"),
-            "endpoint": self.endpoint, "token": self._token,
+            "record_id": record.id,
+            "generation": record.generation,
+            "instance_id": instance,
+            "provider": record.provider,
+            "mode": record.mode,
+            "argv": plan["argv"],
+            "cwd": record.cwd,
+            "env": agent_env(dict(os.environ), env, plan.get("env") or {}),
+            "rows": record.rows,
+            "cols": record.cols,
+            "submit": plan.get("submit", b"\r"),
+            "endpoint": self.endpoint,
+            "token": self._token,
             "session_dir": str(session_dir(self.state_dir, record.id)),
         }
 
@@ -137,10 +208,21 @@ class Sessions:
     async def on_exited(self, body: dict[str, Any]) -> dict[str, Any]:
         record = await self._current(body)
         if record.state in r.ACTIVE_STATES:
-            exited = {"kind": "session.exited", "record": record.id,
-                      "generation": record.generation, "data": {"exit": body.get("exit")}}
-            await self.set_state(record, r.DORMANT, extra=[exited], active=None,
-                                 last_exit=body.get("exit"), activity=None, attention=None)
+            exited = {
+                "kind": "session.exited",
+                "record": record.id,
+                "generation": record.generation,
+                "data": {"exit": body.get("exit")},
+            }
+            await self.set_state(
+                record,
+                r.DORMANT,
+                extra=[exited],
+                active=None,
+                last_exit=body.get("exit"),
+                activity=None,
+                attention=None,
+            )
         return {"ok": True}
 
     async def on_failed(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -153,8 +235,12 @@ class Sessions:
         record = await self._current(body)
         result = body.get("classification") or {}
         state, reason = result.get("state"), result.get("reason")
-        event = {"kind": "session.classified", "record": record.id,
-                 "generation": record.generation, "data": result}
+        event = {
+            "kind": "session.classified",
+            "record": record.id,
+            "generation": record.generation,
+            "data": result,
+        }
         changes: dict[str, Any] = {"activity": state, "attention": reason}
         if record.state in (r.LIVE, r.ATTENTION):
             target = r.ATTENTION if state == "attention" else r.LIVE
@@ -167,8 +253,9 @@ class Sessions:
     async def _current(self, body: dict[str, Any]) -> Record:
         record, _ = await self.find(str(body.get("record")))
         if body.get("generation") != record.generation:
-            raise RoostError("stale-generation", "the record has moved on",
-                             {"generation": record.generation})
+            raise RoostError(
+                "stale-generation", "the record has moved on", {"generation": record.generation}
+            )
         return record
 
     # -- stop, lost, forget --------------------------------------------------------------------
@@ -178,17 +265,32 @@ class Sessions:
             return record
         stopping = await self.set_state(record, r.STOPPING)
         try:
-            reply = await self.peer.call(f"session/{record.id}", "session.stop",
-                                         {"grace_ms": grace_ms}, timeout=grace_ms / 1000 + 10,
-                                         session={"generation": record.generation})
+            reply = await self.peer.call(
+                f"session/{record.id}",
+                "session.stop",
+                {"grace_ms": grace_ms},
+                timeout=grace_ms / 1000 + 10,
+                session={"generation": record.generation},
+            )
         except RoostError as err:
             if err.code not in ("unreachable", "timeout", "session-not-live"):
                 raise
             return await self.lost(stopping, reason=err.code)
-        exited = {"kind": "session.exited", "record": record.id,
-                  "generation": record.generation, "data": {"exit": reply.get("exit")}}
-        return await self.set_state(stopping, r.DORMANT, extra=[exited], active=None,
-                                    last_exit=reply.get("exit"), activity=None, attention=None)
+        exited = {
+            "kind": "session.exited",
+            "record": record.id,
+            "generation": record.generation,
+            "data": {"exit": reply.get("exit")},
+        }
+        return await self.set_state(
+            stopping,
+            r.DORMANT,
+            extra=[exited],
+            active=None,
+            last_exit=reply.get("exit"),
+            activity=None,
+            attention=None,
+        )
 
     async def lost(self, record: Record, *, reason: str) -> Record:
         """The supervisor is gone: make the record dormant (resumable by id) and say so."""
@@ -197,12 +299,22 @@ class Sessions:
             from roost.actors.launcher import signal_process
 
             signal_process(int(active["pid"]), 9)
-        lost = {"kind": "session.lost", "record": record.id, "generation": record.generation,
-                "data": {"reason": reason}}
+        lost = {
+            "kind": "session.lost",
+            "record": record.id,
+            "generation": record.generation,
+            "data": {"reason": reason},
+        }
         log.warning("session-lost", record=record.id, reason=reason)
-        return await self.set_state(record, r.DORMANT, extra=[lost], active=None,
-                                    activity=None, attention=None,
-                                    last_exit={"lost": reason})
+        return await self.set_state(
+            record,
+            r.DORMANT,
+            extra=[lost],
+            active=None,
+            activity=None,
+            attention=None,
+            last_exit={"lost": reason},
+        )
 
     async def sweep(self, registered: set[str]) -> None:
         """Records whose supervisor is neither registered nor running become dormant."""
@@ -224,8 +336,11 @@ class Sessions:
     async def forget(self, record: Record) -> Record:
         r.check_forget(record)
         event = {"kind": "record.forgotten", "record": record.id, "data": {"name": record.name}}
-        reply = await self.peer.call("state", "state.record.delete", {
-            "id": record.id, "expect_states": [r.DORMANT, r.FAILED], "events": [event]})
+        reply = await self.peer.call(
+            "state",
+            "state.record.delete",
+            {"id": record.id, "expect_states": [r.DORMANT, r.FAILED], "events": [event]},
+        )
         shutil.rmtree(self.state_dir / "sessions" / record.id, ignore_errors=True)
         return _record(reply)
 

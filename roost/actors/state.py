@@ -56,10 +56,22 @@ class StateStore:
     def __init__(self, conn: sqlite3.Connection, peer: Peer) -> None:
         self.conn, self.peer = conn, peer
         self._queue: asyncio.Queue[tuple[Mutation, asyncio.Future[dict[str, Any]]]] = (
-            asyncio.Queue())
-        for name in ("open", "workspace.add", "workspace.list", "workspace.find", "record.create",
-                     "record.update", "record.get", "record.find", "record.list", "record.delete",
-                     "events.append", "events.since"):
+            asyncio.Queue()
+        )
+        for name in (
+            "open",
+            "workspace.add",
+            "workspace.list",
+            "workspace.find",
+            "record.create",
+            "record.update",
+            "record.get",
+            "record.find",
+            "record.list",
+            "record.delete",
+            "events.append",
+            "events.since",
+        ):
             handler = getattr(self, "_" + name.replace(".", "_"))
             peer.handlers["state." + name] = handler
 
@@ -105,8 +117,11 @@ class StateStore:
     # -- handlers ------------------------------------------------------------------------------
 
     async def _open(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        return {"node_id": db.get_meta(self.conn, "node_id"), "schema": db.SCHEMA_VERSION,
-                "last_seq": db.last_seq(self.conn)}
+        return {
+            "node_id": db.get_meta(self.conn, "node_id"),
+            "schema": db.SCHEMA_VERSION,
+            "last_seq": db.last_seq(self.conn),
+        }
 
     async def _workspace_add(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         path, name = f.req_str(body, "path"), f.opt_str(body, "name", max_len=128)
@@ -145,15 +160,20 @@ class StateStore:
         def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             current = db.get_record(self.conn, record_id)
             if expect_states and current.state not in expect_states:
-                raise RoostError("session-record-busy", f"record {record_id} is {current.state}",
-                                 {"record": record_id, "state": current.state})
+                raise RoostError(
+                    "session-record-busy",
+                    f"record {record_id} is {current.state}",
+                    {"record": record_id, "state": current.state},
+                )
             if expect_generation is not None and current.generation != expect_generation:
-                raise RoostError("stale-generation", f"record {record_id} is at generation "
-                                 f"{current.generation}", {"generation": current.generation})
+                raise RoostError(
+                    "stale-generation",
+                    f"record {record_id} is at generation {current.generation}",
+                    {"generation": current.generation},
+                )
             db.update_record(self.conn, record_id, {**changes, "updated": time.time()})
             record = db.get_record(self.conn, record_id)
-            return {"record": record.to_wire(), "previous": current.to_wire()}, self._append(
-                events)
+            return {"record": record.to_wire(), "previous": current.to_wire()}, self._append(events)
 
         return await self._write(mutation)
 
@@ -176,8 +196,11 @@ class StateStore:
         def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             current = db.get_record(self.conn, record_id)
             if expect_states and current.state not in expect_states:
-                raise RoostError("session-record-busy", f"record {record_id} is {current.state}",
-                                 {"record": record_id, "state": current.state})
+                raise RoostError(
+                    "session-record-busy",
+                    f"record {record_id} is {current.state}",
+                    {"record": record_id, "state": current.state},
+                )
             db.delete_record(self.conn, record_id)
             return {"record": current.to_wire()}, self._append(events)
 
@@ -198,16 +221,25 @@ class StateStore:
         record_id = f.opt_str(body, "record")
         events = db.events_since(self.conn, after, limit, record_id)
         first = db.first_seq(self.conn)
-        return {"events": events, "last_seq": db.last_seq(self.conn),
-                "gap": bool(first and after + 1 < first)}
+        return {
+            "events": events,
+            "last_seq": db.last_seq(self.conn),
+            "gap": bool(first and after + 1 < first),
+        }
 
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     state_dir = Path(args.state_dir)
     conn, _ = db.open_db(state_dir / "state.db", args.node_id)
     ctx = zmq.asyncio.Context()
-    peer = Peer(ctx, args.endpoint, "state", os.environ.get("ROOST_TOKEN", ""),
-                incarnation=os.urandom(6).hex(), meta={"pid": os.getpid()})
+    peer = Peer(
+        ctx,
+        args.endpoint,
+        "state",
+        os.environ.get("ROOST_TOKEN", ""),
+        incarnation=os.urandom(6).hex(),
+        meta={"pid": os.getpid()},
+    )
     store = StateStore(conn, peer)
     watch_lifeline(args.lifeline, stop.set)
     tasks = [asyncio.create_task(peer.run()), asyncio.create_task(store.writer())]

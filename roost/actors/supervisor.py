@@ -55,18 +55,26 @@ class Supervisor:
         self.classification: dict[str, Any] = {}
         self._classify_task: asyncio.Task[None] | None = None
         self._input_lock = asyncio.Lock()
-        peer.handlers.update({
-            "session.input": self.on_input, "session.prompt": self.on_prompt,
-            "session.key": self.on_key, "session.resize": self.on_resize,
-            "session.screen": self.on_screen, "session.stop": self.on_stop,
-            "session.transcript": self.on_transcript,
-        })
+        peer.handlers.update(
+            {
+                "session.input": self.on_input,
+                "session.prompt": self.on_prompt,
+                "session.key": self.on_key,
+                "session.resize": self.on_resize,
+                "session.screen": self.on_screen,
+                "session.stop": self.on_stop,
+                "session.transcript": self.on_transcript,
+            }
+        )
         peer.on_registered.append(self.attach)
 
     @property
     def session_address(self) -> dict[str, Any]:
-        return {"record": self.record_id, "generation": self.generation,
-                "instance": self.instance_id}
+        return {
+            "record": self.record_id,
+            "generation": self.generation,
+            "instance": self.instance_id,
+        }
 
     # -- the agent -----------------------------------------------------------------------------
 
@@ -108,9 +116,15 @@ class Supervisor:
         offset = self.transcript.append(data)
         self.term.feed(data)
         if self.peer.registered.is_set():
-            self.peer.publish(f"o/{self.record_id}", {
-                "record": self.record_id, "generation": self.generation,
-                "offset": offset, "data": data})
+            self.peer.publish(
+                f"o/{self.record_id}",
+                {
+                    "record": self.record_id,
+                    "generation": self.generation,
+                    "offset": offset,
+                    "data": data,
+                },
+            )
         self._schedule_classify()
 
     async def _reap(self) -> None:
@@ -145,19 +159,25 @@ class Supervisor:
 
     async def attach(self) -> None:
         assert self.pty is not None
-        reply = await self._call_until_done("node.session.attach", {
-            **self.session_address, "pid": os.getpid(), "agent_pid": self.pty.pid,
-            "exited": self.exit.to_wire() if self.exit else None,
-            "classification": self.classification or None,
-        })
+        reply = await self._call_until_done(
+            "node.session.attach",
+            {
+                **self.session_address,
+                "pid": os.getpid(),
+                "agent_pid": self.pty.pid,
+                "exited": self.exit.to_wire() if self.exit else None,
+                "classification": self.classification or None,
+            },
+        )
         if reply is None:
             await self._terminate(grace=2.0)
             self._stop.set()
 
     async def _report_exit(self) -> None:
         assert self.exit is not None
-        await self._call_until_done("node.session.exited", {
-            **self.session_address, "exit": self.exit.to_wire()})
+        await self._call_until_done(
+            "node.session.exited", {**self.session_address, "exit": self.exit.to_wire()}
+        )
         self._stop.set()
 
     def _schedule_classify(self) -> None:
@@ -167,37 +187,59 @@ class Supervisor:
     async def _classify(self) -> None:
         await asyncio.sleep(CLASSIFY_DELAY)
         try:
-            result = await self.peer.call(f"adapter/{self.provider}", "adapter.classify", {
-                "screen": self.term.text(), "exited": self.exit is not None}, timeout=3.0)
+            result = await self.peer.call(
+                f"adapter/{self.provider}",
+                "adapter.classify",
+                {"screen": self.term.text(), "exited": self.exit is not None},
+                timeout=3.0,
+            )
         except RoostError:
             return
         if result == self.classification:
             return
         self.classification = result
         with contextlib.suppress(RoostError):
-            await self.peer.call("node", "node.session.classified", {
-                **self.session_address, "classification": result}, timeout=3.0)
+            await self.peer.call(
+                "node",
+                "node.session.classified",
+                {**self.session_address, "classification": result},
+                timeout=3.0,
+            )
 
     # -- requests ------------------------------------------------------------------------------
 
     def _fence(self, header: p.Header) -> PtyBackend:
         session = header.session or {}
         if session.get("generation", self.generation) != self.generation:
-            raise RoostError("stale-generation", "the request names another generation",
-                             {"generation": self.generation})
+            raise RoostError(
+                "stale-generation",
+                "the request names another generation",
+                {"generation": self.generation},
+            )
         if self.pty is None or self.exit is not None:
             raise RoostError("session-not-live", "the agent has exited")
         return self.pty
 
-    async def _type(self, header: p.Header, kind: str, data: bytes,
-                    shown: dict[str, Any]) -> dict[str, Any]:
+    async def _type(
+        self, header: p.Header, kind: str, data: bytes, shown: dict[str, Any]
+    ) -> dict[str, Any]:
         """Commit the input event, then type it: accepted means durable."""
         pty = self._fence(header)
         async with self._input_lock:
-            committed = await self.peer.call("state", "state.events.append", {"events": [{
-                "kind": "session.input", "record": self.record_id,
-                "generation": self.generation, "data": {"input": kind, **shown},
-            }]})
+            committed = await self.peer.call(
+                "state",
+                "state.events.append",
+                {
+                    "events": [
+                        {
+                            "kind": "session.input",
+                            "record": self.record_id,
+                            "generation": self.generation,
+                            "data": {"input": kind, **shown},
+                        }
+                    ]
+                },
+            )
             pty.write(data)
         return {"accepted": True, "seq": committed["seqs"][0]}
 
@@ -213,8 +255,9 @@ class Supervisor:
         keys = f.str_list(body, "keys", max_items=64)
         unknown = [k for k in keys if k not in KEYS]
         if unknown or not keys:
-            raise RoostError("bad-request", f"unknown keys {unknown}; known: {sorted(KEYS)}",
-                             {"field": "keys"})
+            raise RoostError(
+                "bad-request", f"unknown keys {unknown}; known: {sorted(KEYS)}", {"field": "keys"}
+            )
         data = b"".join(self.submit if k == "enter" else KEYS[k] for k in keys)
         return await self._type(header, "key", data, {"keys": keys})
 
@@ -226,15 +269,22 @@ class Supervisor:
         return {"rows": rows, "cols": cols}
 
     async def on_screen(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        return {"screen": self.term.text(), "cursor": self.term.cursor(),
-                "offset": self.transcript.offset, "generation": self.generation,
-                "classification": self.classification or None}
+        return {
+            "screen": self.term.text(),
+            "cursor": self.term.cursor(),
+            "offset": self.transcript.offset,
+            "generation": self.generation,
+            "classification": self.classification or None,
+        }
 
     async def on_transcript(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         offset = f.opt_int(body, "offset") or 0
         limit = f.opt_int(body, "limit", lo=1, hi=p.MAX_BIN // 2) or 65536
-        return {"offset": offset, "data": self.transcript.read(offset, limit),
-                "end": self.transcript.offset}
+        return {
+            "offset": offset,
+            "data": self.transcript.read(offset, limit),
+            "end": self.transcript.offset,
+        }
 
     async def on_stop(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         grace = (f.opt_int(body, "grace_ms", hi=60_000) or 3000) / 1000
@@ -263,10 +313,19 @@ class Supervisor:
 
 async def serve(spec: dict[str, Any], stop: asyncio.Event) -> None:
     ctx = zmq.asyncio.Context()
-    peer = Peer(ctx, spec["endpoint"], f"session/{spec['record_id']}", spec["token"],
-                incarnation=spec["instance_id"],
-                meta={"record": spec["record_id"], "generation": spec["generation"],
-                      "instance": spec["instance_id"], "pid": os.getpid()})
+    peer = Peer(
+        ctx,
+        spec["endpoint"],
+        f"session/{spec['record_id']}",
+        spec["token"],
+        incarnation=spec["instance_id"],
+        meta={
+            "record": spec["record_id"],
+            "generation": spec["generation"],
+            "instance": spec["instance_id"],
+            "pid": os.getpid(),
+        },
+    )
     supervisor = Supervisor(spec, peer, stop)
     try:
         supervisor.launch()
@@ -274,8 +333,9 @@ async def serve(spec: dict[str, Any], stop: asyncio.Event) -> None:
         log.error("launch-failed", record=supervisor.record_id, reason=err.message)
         supervisor.exit = ExitStatus(127, None)
         peer_task = asyncio.create_task(peer.run())
-        await supervisor._call_until_done("node.session.failed", {
-            **supervisor.session_address, "error": err.to_body()})
+        await supervisor._call_until_done(
+            "node.session.failed", {**supervisor.session_address, "error": err.to_body()}
+        )
         peer_task.cancel()
         return
     tasks = [asyncio.create_task(peer.run()), asyncio.create_task(supervisor.watch_exit())]
@@ -290,7 +350,9 @@ async def serve(spec: dict[str, Any], stop: asyncio.Event) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="roost-supervisor")
-    parser.add_argument("--spec", required=True, help="path of the launch spec (read, then removed)")
+    parser.add_argument(
+        "--spec", required=True, help="path of the launch spec (read, then removed)"
+    )
     args = parser.parse_args()
     spec_path = Path(args.spec)
     spec = msgpack.unpackb(spec_path.read_bytes(), raw=False)

@@ -13,16 +13,44 @@ from typing import Any
 
 # Screen/process classification states.
 STARTING, READY, BUSY, ATTENTION, SHELL, EXITED = (
-    "starting", "ready", "busy", "attention", "shell", "exited")
+    "starting",
+    "ready",
+    "busy",
+    "attention",
+    "shell",
+    "exited",
+)
 CLASSIFICATIONS = (STARTING, READY, BUSY, ATTENTION, SHELL, EXITED)
-ATTENTION_REASONS = ("login", "trust", "api-key", "permission", "picker", "rate-limit", "offline",
-                     "update", "resume-unverified")
+ATTENTION_REASONS = (
+    "login",
+    "trust",
+    "api-key",
+    "permission",
+    "picker",
+    "rate-limit",
+    "offline",
+    "update",
+    "resume-unverified",
+)
 
 KEYS: dict[str, bytes] = {
-    "enter": b"\r", "escape": b"\x1b", "interrupt": b"\x03", "eof": b"\x04", "tab": b"\t",
-    "backspace": b"\x7f", "up": b"\x1b[A", "down": b"\x1b[B", "right": b"\x1b[C",
-    "left": b"\x1b[D", "home": b"\x1b[H", "end": b"\x1b[F", "pageup": b"\x1b[5~",
-    "pagedown": b"\x1b[6~", "delete": b"\x1b[3~", "space": b" ", "shift-tab": b"\x1b[Z",
+    "enter": b"\r",
+    "escape": b"\x1b",
+    "interrupt": b"\x03",
+    "eof": b"\x04",
+    "tab": b"\t",
+    "backspace": b"\x7f",
+    "up": b"\x1b[A",
+    "down": b"\x1b[B",
+    "right": b"\x1b[C",
+    "left": b"\x1b[D",
+    "home": b"\x1b[H",
+    "end": b"\x1b[F",
+    "pageup": b"\x1b[5~",
+    "pagedown": b"\x1b[6~",
+    "delete": b"\x1b[3~",
+    "space": b" ",
+    "shift-tab": b"\x1b[Z",
 }
 
 

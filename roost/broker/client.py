@@ -51,9 +51,15 @@ class Client:
         return client
 
     def initialize(self) -> dict[str, Any]:
-        self.info = self.call("initialize", {
-            "versions": list(p.SUPPORTED_VERSIONS), "token": self._token, "client": "roost-py",
-        }, target="broker")
+        self.info = self.call(
+            "initialize",
+            {
+                "versions": list(p.SUPPORTED_VERSIONS),
+                "token": self._token,
+                "client": "roost-py",
+            },
+            target="broker",
+        )
         self.events_endpoint = self.info.get("events") or self.events_endpoint
         return self.info
 
@@ -88,8 +94,15 @@ class Client:
     ) -> dict[str, Any]:
         """One request; returns the reply body or raises RoostError with the error's code."""
         rid = self._prefix + str(next(self._ids))
-        header = p.Header(kind=p.REQUEST, rid=rid, method=method, target=target,
-                          session=session, grant=grant, op=op)
+        header = p.Header(
+            kind=p.REQUEST,
+            rid=rid,
+            method=method,
+            target=target,
+            session=session,
+            grant=grant,
+            op=op,
+        )
         self._sock.send_multipart([header.encode(), p.pack(body or {})])
         deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
         while True:
@@ -112,7 +125,7 @@ class Client:
 
 
 class EventStream:
-    """A SUB socket on the node's PUB endpoint; subscribe first, then fill gaps with events.since."""
+    """A SUB socket on the node's PUB endpoint; subscribe first, then fill gaps (events.since)."""
 
     def __init__(self, ctx: zmq.Context[Any], endpoint: str, prefixes: tuple[str, ...]) -> None:
         self._sock: zmq.Socket[Any] = ctx.socket(zmq.SUB)

@@ -107,13 +107,18 @@ class Broker:
             return
         sender = self.registry.touch(routing_id)
         if header.kind == p.PING:
-            self._send(routing_id, p.Header(kind=p.PONG, sender="broker"),
-                       {"registered": sender is not None, "incarnation": self.config.incarnation})
+            self._send(
+                routing_id,
+                p.Header(kind=p.PONG, sender="broker"),
+                {"registered": sender is not None, "incarnation": self.config.incarnation},
+            )
             return
         if sender is None:
             raise RoostError("not-initialized", "call initialize (clients) or hello (actors) first")
         if header.version not in p.SUPPORTED_VERSIONS:
-            raise RoostError("unsupported-version", f"protocol version {header.version} is not served")
+            raise RoostError(
+                "unsupported-version", f"protocol version {header.version} is not served"
+            )
         header.sender = sender.address
         if header.kind == p.PUBLISH and sender.actor:
             self._publish(header, body)
@@ -130,8 +135,9 @@ class Broker:
         target = header.target or "node"
         entry = self.registry.lookup(target)
         if entry is None:
-            raise RoostError("unreachable", f"no peer is registered as {target!r}",
-                             {"target": target})
+            raise RoostError(
+                "unreachable", f"no peer is registered as {target!r}", {"target": target}
+            )
         if not self._send(entry.routing_id, header, body, raw=True):
             self.registry.remove(target)
             raise RoostError("unreachable", f"peer {target!r} has gone", {"target": target})
@@ -169,37 +175,55 @@ class Broker:
         entry = PeerEntry(address, routing_id, incarnation, self.registry.now(), meta or {})
         self.registry.register(entry)
         log.info("peer-up", address=address, incarnation=incarnation)
-        self._send(routing_id, p.reply_header(header),
-                   {"incarnation": self.config.incarnation, "node_id": self.config.node_id})
-        self._notify_node({"event": "peer.up", "address": address,
-                           "incarnation": incarnation, "meta": meta or {}})
+        self._send(
+            routing_id,
+            p.reply_header(header),
+            {"incarnation": self.config.incarnation, "node_id": self.config.node_id},
+        )
+        self._notify_node(
+            {"event": "peer.up", "address": address, "incarnation": incarnation, "meta": meta or {}}
+        )
 
     def _initialize(self, routing_id: bytes, header: p.Header, body: dict[str, Any]) -> None:
         versions = body.get("versions")
         if not isinstance(versions, list) or not all(isinstance(v, int) for v in versions):
-            raise RoostError("bad-request", "field 'versions' must be a list of integers",
-                             {"field": "versions"})
+            raise RoostError(
+                "bad-request", "field 'versions' must be a list of integers", {"field": "versions"}
+            )
         common = sorted(set(versions) & set(p.SUPPORTED_VERSIONS))
         if not common:
-            raise RoostError("unsupported-version", "no protocol version in common",
-                             {"supported": list(p.SUPPORTED_VERSIONS)})
+            raise RoostError(
+                "unsupported-version",
+                "no protocol version in common",
+                {"supported": list(p.SUPPORTED_VERSIONS)},
+            )
         if not self._token_ok(body.get("token")):
             raise RoostError("unauthorized", "the token was refused")
         known = self.registry.address_of(routing_id)
-        conn_id = known[len("client/"):] if known and known.startswith("client/") else (
-            uuid.uuid4().hex[:16])
+        conn_id = (
+            known[len("client/") :]
+            if known and known.startswith("client/")
+            else (uuid.uuid4().hex[:16])
+        )
         entry = PeerEntry(f"client/{conn_id}", routing_id, "", self.registry.now(), actor=False)
         self.registry.register(entry)
         header.sender = entry.address
-        self._send(routing_id, p.reply_header(header), {
-            "version": common[-1],
-            "node_id": self.config.node_id,
-            "incarnation": self.config.incarnation,
-            "connection_id": conn_id,
-            "events": self.config.pub_endpoints[0] if self.config.pub_endpoints else "",
-            "limits": {"body": p.BODY_LIMIT, "header": p.HEADER_LIMIT,
-                       "frame": p.HARD_FRAME_LIMIT},
-        })
+        self._send(
+            routing_id,
+            p.reply_header(header),
+            {
+                "version": common[-1],
+                "node_id": self.config.node_id,
+                "incarnation": self.config.incarnation,
+                "connection_id": conn_id,
+                "events": self.config.pub_endpoints[0] if self.config.pub_endpoints else "",
+                "limits": {
+                    "body": p.BODY_LIMIT,
+                    "header": p.HEADER_LIMIT,
+                    "frame": p.HARD_FRAME_LIMIT,
+                },
+            },
+        )
 
     # -- outbound ------------------------------------------------------------------------------
 
@@ -224,8 +248,9 @@ class Broker:
     def _notify_node(self, body: dict[str, Any]) -> None:
         node = self.registry.lookup("node")
         if node is not None and body.get("address") != "node":
-            self._send(node.routing_id, p.Header(kind=p.NOTIFY, sender="broker", target="node"),
-                       body)
+            self._send(
+                node.routing_id, p.Header(kind=p.NOTIFY, sender="broker", target="node"), body
+            )
 
     async def _reap_loop(self) -> None:
         while True:
@@ -233,5 +258,11 @@ class Broker:
             for entry in self.registry.expired():
                 self.registry.remove(entry.address)
                 log.info("peer-down", address=entry.address, reason="missed heartbeats")
-                self._notify_node({"event": "peer.down", "address": entry.address,
-                                   "incarnation": entry.incarnation, "meta": entry.meta})
+                self._notify_node(
+                    {
+                        "event": "peer.down",
+                        "address": entry.address,
+                        "incarnation": entry.incarnation,
+                        "meta": entry.meta,
+                    }
+                )

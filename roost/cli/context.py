@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -36,17 +36,17 @@ class Ctx:
 def command(fn: F) -> F:
     """Adds ``--json`` to a command and turns RoostError into an error document and exit 1."""
 
-    @click.option("--json", "as_json", is_flag=True, help="print one JSON document")
-    @click.pass_obj
     @functools.wraps(fn)
-    def wrapper(ctx: Ctx, *args: Any, as_json: bool = False, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, as_json: bool = False, **kwargs: Any) -> Any:
+        ctx: Ctx = click.get_current_context().obj
         ctx.json = ctx.json or as_json
         try:
             return fn(ctx, *args, **kwargs)
         except RoostError as err:
             fail(err, ctx.json)
 
-    return wrapper  # type: ignore[return-value]
+    option = click.option("--json", "as_json", is_flag=True, help="print one JSON document")
+    return cast(F, option(wrapper))
 
 
 def make_ctx(state_dir: str | None, as_json: bool, timeout: float) -> Ctx:

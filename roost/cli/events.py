@@ -78,7 +78,7 @@ def _print_event(ctx: Ctx, event: dict[str, Any], last: int, ref: str | None) ->
     if event["seq"] <= last:
         return last
     if ref and event.get("record") != ref and (event.get("data") or {}).get("name") != ref:
-        return event["seq"]
+        return int(event["seq"])
     if ctx.json:
         emit_json(event)
     else:

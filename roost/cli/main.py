@@ -1,4 +1,4 @@
-"""The operator CLI: ``roost``. It speaks only the wire protocol, through broker's client library."""
+"""The operator CLI ``roost``; it speaks only the wire protocol, through the client library."""
 
 from __future__ import annotations
 

@@ -80,8 +80,9 @@ def up(ctx: Ctx, node_id: str | None) -> None:
     running = _running_status(ctx)
     if running is not None:
         if node_id and node_id != running["node_id"]:
-            raise RoostError("durable-state-conflict", "a node with another id serves this "
-                             "state directory")
+            raise RoostError(
+                "durable-state-conflict", "a node with another id serves this state directory"
+            )
         _print_status(ctx, {**running, "already_running": True})
         return
     state_dir = private_dir(ctx.state_dir)
@@ -90,8 +91,14 @@ def up(ctx: Ctx, node_id: str | None) -> None:
     if node_id:
         argv += ["--node-id", node_id]
     with open(logs / "daemon.stderr", "ab") as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=err, start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
+            close_fds=True,
+        )
     try:
         line = _read_line(proc, UP_TIMEOUT)
     finally:

@@ -41,8 +41,15 @@ def records_table(records: Iterable[dict[str, Any]]) -> Table:
         table.add_column(col)
     for rec in records:
         state = rec["state"] + (f" ({rec['attention']})" if rec.get("attention") else "")
-        table.add_row(rec["id"], rec.get("name") or "-", rec["provider"], rec["mode"], state,
-                      str(rec["generation"]), rec.get("provider_session") or "-")
+        table.add_row(
+            rec["id"],
+            rec.get("name") or "-",
+            rec["provider"],
+            rec["mode"],
+            state,
+            str(rec["generation"]),
+            rec.get("provider_session") or "-",
+        )
     return table
 
 
@@ -52,8 +59,8 @@ def record_lines(rec: dict[str, Any]) -> list[str]:
         f"id:               {rec['id']}",
         f"name:             {rec.get('name') or '-'}",
         f"provider:         {rec['provider']} ({rec['mode']})",
-        f"state:            {rec['state']}" + (f" ({rec['attention']})" if rec.get("attention")
-                                               else ""),
+        f"state:            {rec['state']}"
+        + (f" ({rec['attention']})" if rec.get("attention") else ""),
         f"generation:       {rec['generation']}",
         f"provider session: {rec.get('provider_session') or '-'}",
         f"cwd:              {rec['cwd']}",

@@ -21,8 +21,7 @@ def _size(value: str | None) -> dict[str, int]:
         return {}
     match = SIZE_RE.match(value)
     if not match:
-        raise RoostError("bad-request", "size is ROWSxCOLS, for example 40x120",
-                         {"field": "size"})
+        raise RoostError("bad-request", "size is ROWSxCOLS, for example 40x120", {"field": "size"})
     return {"rows": int(match.group(1)), "cols": int(match.group(2))}
 
 
@@ -31,8 +30,9 @@ def _env(pairs: tuple[str, ...]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise RoostError("bad-request", f"--env takes KEY=VALUE, not {pair!r}",
-                             {"field": "env"})
+            raise RoostError(
+                "bad-request", f"--env takes KEY=VALUE, not {pair!r}", {"field": "env"}
+            )
         env[key] = value
     return env
 
@@ -43,8 +43,10 @@ def _record_out(ctx: Ctx, doc: dict[str, Any], verb: str = "") -> None:
         return
     rec = doc["record"]
     if verb:
-        console.print(f"{verb} {rec['id']} ({rec.get('name') or 'unnamed'}): {rec['state']}, "
-                      f"generation {rec['generation']}")
+        console.print(
+            f"{verb} {rec['id']} ({rec.get('name') or 'unnamed'}): {rec['state']}, "
+            f"generation {rec['generation']}"
+        )
     else:
         console.print("\n".join(record_lines(rec)))
 
@@ -57,14 +59,27 @@ def _record_out(ctx: Ctx, doc: dict[str, Any], verb: str = "") -> None:
 @click.option("--size", help="terminal size ROWSxCOLS (default 40x120)")
 @click.option("--mode", type=click.Choice(["pty", "stream"]), default="pty")
 @command
-def spawn(ctx: Ctx, provider: str, name: str | None, cwd_: str | None, env: tuple[str, ...],
-          size: str | None, mode: str) -> None:
+def spawn(
+    ctx: Ctx,
+    provider: str,
+    name: str | None,
+    cwd_: str | None,
+    env: tuple[str, ...],
+    size: str | None,
+    mode: str,
+) -> None:
     """Start a live session of PROVIDER (echo, claude, codex, kimi)."""
     cwd = cwd_ or os.getcwd()
     if cwd_ and os.path.isdir(cwd_):
         cwd = os.path.abspath(cwd_)
-    body = {"provider": provider, "name": name, "cwd": cwd, "env": _env(env), "mode": mode,
-            **_size(size)}
+    body = {
+        "provider": provider,
+        "name": name,
+        "cwd": cwd,
+        "env": _env(env),
+        "mode": mode,
+        **_size(size),
+    }
     _record_out(ctx, ctx.call("session.spawn", body, timeout=60.0), "spawned")
 
 

@@ -1,0 +1,146 @@
+"""End-to-end harness: a real node in the test's tmp dir, driven through the real CLI.
+
+Every process the test starts (daemon, state store, adapters, supervisors, agents) inherits a
+unique marker in its environment; the finaliser kills every process carrying it, even when the
+test failed, so nothing outlives the test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+import pytest
+
+from roost.broker.client import Client
+
+T = TypeVar("T")
+MARK = "ROOST_TEST_MARK"
+
+
+def wait_for(cond: Callable[[], T | None], timeout: float = 15.0, what: str = "condition") -> T:
+    """Poll ``cond`` until it returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = cond()
+        if last:
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
+
+
+class CliError(Exception):
+    def __init__(self, code: str, doc: dict[str, Any]) -> None:
+        super().__init__(code)
+        self.code, self.doc = code, doc
+
+
+class Node:
+    """A node under test, addressed by its state directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.state_dir = root / "state"
+        self.mark = uuid.uuid4().hex
+        self.env = {**os.environ, "ROOST_STATE_DIR": str(self.state_dir), MARK: self.mark}
+        self.env.pop("ROOST_TOKEN", None)
+
+    def run(self, *args: str, check: bool = True, timeout: float = 60.0) -> dict[str, Any]:
+        """``roost ARGS --json``; returns the document, raises CliError on an error document."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "roost", "--json", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            doc: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise AssertionError(
+                f"roost {args} printed no JSON: rc={proc.returncode} "
+                f"stdout={proc.stdout!r} stderr={proc.stderr!r}"
+            ) from None
+        if "error" in doc:
+            assert proc.returncode != 0
+            if check:
+                raise CliError(doc["error"]["code"], doc)
+        return doc
+
+    def error(self, *args: str) -> dict[str, Any]:
+        """Run a command that must fail; returns its error body."""
+        doc = self.run(*args, check=False)
+        assert "error" in doc, f"roost {args} should have failed: {doc}"
+        err: dict[str, Any] = doc["error"]
+        return err
+
+    def up(self, *extra: str) -> dict[str, Any]:
+        return self.run("node", "up", *extra)
+
+    def record(self, ref: str) -> dict[str, Any]:
+        rec: dict[str, Any] = self.run("show", ref)["record"]
+        return rec
+
+    def screen(self, ref: str) -> str:
+        return str(self.run("show", ref, "--screen").get("screen") or "")
+
+    def wait_screen(self, ref: str, text: str, timeout: float = 15.0) -> str:
+        def seen() -> str | None:
+            screen = self.screen(ref)
+            return screen if text in screen else None
+
+        return wait_for(seen, timeout, f"{text!r} on the screen of {ref}")
+
+    def wait_state(self, ref: str, state: str, timeout: float = 15.0) -> dict[str, Any]:
+        return wait_for(
+            lambda: r if (r := self.record(ref))["state"] == state else None,
+            timeout,
+            f"{ref} to be {state}",
+        )
+
+    def events(self, after: int = 0) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = self.run("events", "--after", str(after))["events"]
+        return events
+
+    def client(self) -> Client:
+        return Client.for_state_dir(self.state_dir, timeout=10.0)
+
+    def pid(self) -> int:
+        return int(json.loads((self.state_dir / "node.json").read_text())["pid"])
+
+    def processes(self) -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter():
+            try:
+                if proc.environ().get(MARK) == self.mark:
+                    found.append(proc)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        return found
+
+    def kill_all(self) -> None:
+        procs = self.processes()
+        for proc in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.send_signal(signal.SIGKILL)
+        psutil.wait_procs(procs, timeout=10)
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    n = Node(tmp_path)
+    try:
+        yield n
+    finally:
+        n.kill_all()

@@ -1,0 +1,138 @@
+"""The spine end to end, in the order a user meets it (issue 2's acceptance flow)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import CliError, Node, wait_for
+
+
+def test_whole_lifecycle_across_a_node_restart(
+    node: Node, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    first = node.up("--node-id", "lab-1")
+    assert first["node_id"] == "lab-1" and not first["already_running"]
+    assert (node.state_dir / "state.db").exists()
+    workdir = tmp_path_factory.mktemp("project")
+    node.run("workspace", "add", str(workdir), "--name", "proj")
+
+    # spawn with a name; live with a provider session id
+    spawned = node.run("spawn", "echo", "--name", "shepherd", "--cwd", "proj", "--size", "30x100")
+    rec = spawned["record"]
+    rid = rec["id"]
+    assert rec["state"] == "live" and rec["generation"] == 1 and rec["mode"] == "pty"
+    assert rec["provider"] == "echo" and rec["cwd"] == str(workdir)
+    assert rec["provider_session"] and rec["active"]["generation"] == 1
+    identity = rec["provider_session"]
+    listed = node.run("ls")["records"]
+    assert [(r["id"], r["name"], r["state"]) for r in listed] == [(rid, "shepherd", "live")]
+    node.wait_screen("shepherd", "echo-ready>")
+
+    # rename, then stop: dormant, identity kept
+    assert node.run("rename", "shepherd", "release shepherd")["record"]["name"] == (
+        "release shepherd"
+    )
+    stopped = node.run("stop", "release shepherd")["record"]
+    assert stopped["state"] == "dormant" and stopped["active"] is None
+    assert stopped["provider_session"] == identity
+
+    # node stop, node up: a new incarnation, everything restored, dormant stays dormant
+    node.run("node", "stop")
+    with pytest.raises(CliError) as gone:
+        node.run("ls")
+    assert gone.value.code == "node-not-running"
+    second = node.up()
+    assert second["node_id"] == "lab-1" and second["incarnation"] != first["incarnation"]
+    workspaces = node.run("workspace", "ls")["workspaces"]
+    assert [(w["name"], w["path"]) for w in workspaces] == [("proj", str(workdir))]
+    back = node.record(rid)
+    assert back["state"] == "dormant" and back["active"] is None
+    assert back["provider_session"] == identity and back["name"] == "release shepherd"
+
+    # resume by the provider's id: a new generation, the same conversation
+    resumed = node.run("resume", rid)["record"]
+    assert resumed["state"] == "live" and resumed["generation"] == 2
+    assert resumed["provider_session"] == identity and resumed["cwd"] == str(workdir)
+    node.wait_screen(rid, f"resumed {identity} (0 turns)")
+    assert node.error("resume", rid)["code"] == "session-record-busy"
+
+    # a prompt is answered on screen and leaves an input event in the log
+    before = node.events()[-1]["seq"]
+    accepted = node.run("prompt", rid, "hello roost")
+    assert accepted["accepted"] and accepted["seq"] > before
+    node.wait_screen(rid, "echo: hello roost")
+    inputs = [e for e in node.events(before) if e["kind"] == "session.input"]
+    assert [(e["record"], e["data"]["text"], e["generation"]) for e in inputs] == [
+        (rid, "hello roost", 2)
+    ]
+
+    # forget is refused while live; stop, forget, gone
+    assert node.error("forget", rid)["code"] == "session-record-busy"
+    node.run("stop", rid)
+    assert node.run("forget", rid)["forgotten"]
+    assert node.error("show", rid)["code"] == "not-found"
+    assert node.run("ls")["records"] == []
+    kinds = [e["kind"] for e in node.events()]
+    assert kinds.count("node.started") == 2 and kinds[-1] == "record.forgotten"
+
+
+def test_input_keys_resize_and_transcript(node: Node) -> None:
+    node.up()
+    rid = node.run("spawn", "echo", "--name", "keys")["record"]["id"]
+    node.wait_screen(rid, "echo-ready>")
+    node.run("send", rid, "partial")
+    node.wait_screen(rid, "echo-ready> partial")
+    assert "echo: partial" not in node.screen(rid)
+    node.run("key", rid, "enter")
+    node.wait_screen(rid, "echo: partial")
+    assert node.error("key", rid, "no-such-key")["code"] == "bad-request"
+    assert node.run("resize", rid, "20x60") == {**node.run("resize", rid, "20x60")}
+    transcript = node.run("transcript", rid)
+    assert "echo: partial" in transcript["data"] and transcript["end"] >= len(transcript["data"])
+    later = node.run("transcript", rid, "--offset", str(transcript["end"]))
+    assert later["data"] == "" and later["offset"] == transcript["end"]
+
+
+def test_live_sessions_outlive_a_node_stop(node: Node) -> None:
+    node.up()
+    rec = node.run("spawn", "echo", "--name", "survivor")["record"]
+    node.wait_screen("survivor", "echo-ready>")
+    node.run("node", "stop")
+    node.up()
+    back = wait_for(
+        lambda: r if (r := node.record("survivor"))["active"] else None,
+        15,
+        "the supervisor to re-attach",
+    )
+    assert back["state"] == "live" and back["generation"] == rec["generation"]
+    assert back["active"]["pid"] == rec["active"]["pid"]
+    node.run("prompt", "survivor", "still here")
+    node.wait_screen("survivor", "echo: still here")
+
+
+def test_node_up_is_idempotent_and_names_the_running_node(node: Node) -> None:
+    first = node.up()
+    again = node.up()
+    assert again["already_running"] and again["pid"] == first["pid"]
+    status = node.run("node", "status")
+    for key in ("node_id", "incarnation", "pid", "state_dir", "endpoints"):
+        assert key in status
+    assert status["actors"]["state"]["health"] == "running"
+    assert status["actors"]["adapter/echo"]["registered"]
+    assert (
+        node.error("--state-dir", str(node.state_dir), "node", "up", "--node-id", "other")["code"]
+        == "durable-state-conflict"
+    )
+
+
+def test_spawn_refuses_bad_input_clearly(
+    node: Node, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    node.up()
+    assert node.error("spawn", "nonesuch")["code"] == "unknown-provider"
+    assert node.error("spawn", "echo", "--cwd", "/does/not/exist")["code"] == "bad-cwd"
+    assert node.error("spawn", "echo", "--size", "big")["code"] == "bad-request"
+    assert node.error("spawn", "echo", "--env", "NOEQUALS")["code"] == "bad-request"
+    node.run("spawn", "echo", "--name", "twin")
+    assert node.error("spawn", "echo", "--name", "twin")["code"] == "name-taken"
+    assert [r["name"] for r in node.run("ls")["records"]] == ["twin"]
