@@ -190,7 +190,16 @@ class NodeActor:
             reply["screen"] = None
             if record.state in (r.LIVE, r.ATTENTION):
                 reply.update(await self.call_session(record, "session.screen", {}))
+            else:
+                reply["last_screen"] = self._last_screen(record)
         return reply
+
+    def _last_screen(self, record: Record) -> str | None:
+        path = self.sessions.state_dir / "sessions" / record.id / "screen.txt"
+        try:
+            return path.read_text()
+        except OSError:
+            return None
 
     async def rename(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         name = r.validate_name(f.req_str(body, "name", max_len=128))

@@ -134,8 +134,17 @@ class Supervisor:
         if self.exit is None:
             self.exit = status
             log.info("agent-exited", record=self.record_id, **status.to_wire())
+            self.snapshot()
             self.exited.set()
             asyncio.get_running_loop().create_task(self._report_exit())
+
+    def snapshot(self) -> None:
+        """Keep the last screen beside the transcript, for ``show --screen`` of a dormant record."""
+        path = Path(self.spec["session_dir"]) / "screen.txt"
+        with contextlib.suppress(OSError):
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(self.term.text())
+            os.replace(tmp, path)
 
     async def watch_exit(self) -> None:
         """A backstop for agents whose descendants keep the PTY open after they exit."""

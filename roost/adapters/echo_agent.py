@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 import time
 import uuid
@@ -65,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--session-id")
     group.add_argument("--resume")
     args = parser.parse_args(argv)
+    if os.environ.get("ROOST_ECHO_IGNORE_TERM") == "1":  # lets tests prove SIGKILL escalation
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print("roost echo agent 1 - answers every line with 'echo: <line>'; /exit quits", flush=True)
     _, path = open_session(args)
     while True:

@@ -109,6 +109,10 @@ def show(ctx: Ctx, ref: str, screen: bool) -> None:
     _record_out(ctx, doc)
     if screen:
         text = doc.get("screen")
+        if text is None and doc.get("last_screen") is not None:
+            click.echo("--- last screen (the session is not live) ---")
+            click.echo(doc["last_screen"])
+            return
         click.echo("--- screen ---")
         click.echo(text if text is not None else "(no live session)")
 

@@ -31,12 +31,12 @@ MARK = "ROOST_TEST_MARK"
 def wait_for(cond: Callable[[], T | None], timeout: float = 15.0, what: str = "condition") -> T:
     """Poll ``cond`` until it returns something truthy; fail with ``what`` at the deadline."""
     deadline = time.monotonic() + timeout
-    last: Any = None
+    last: T | None = None
     while time.monotonic() < deadline:
         last = cond()
         if last:
             return last
-        time.sleep(0.05)
+        time.sleep(0.05)  # polling interval of a condition with a deadline
     raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
 
 

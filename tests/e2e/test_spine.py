@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+import json
+import re
+from typing import Any
+
 import pytest
 
 from tests.e2e.conftest import CliError, Node, wait_for
@@ -136,3 +141,80 @@ def test_spawn_refuses_bad_input_clearly(
     node.run("spawn", "echo", "--name", "twin")
     assert node.error("spawn", "echo", "--name", "twin")["code"] == "name-taken"
     assert [r["name"] for r in node.run("ls")["records"]] == ["twin"]
+
+
+def test_stop_escalates_to_sigkill_and_keeps_the_last_screen(node: Node) -> None:
+    node.up()
+    rid = node.run("spawn", "echo", "--env", "ROOST_ECHO_IGNORE_TERM=1")["record"]["id"]
+    node.run("prompt", rid, "remember me")
+    node.wait_screen(rid, "echo: remember me")
+    stopped = node.run("stop", rid, "--grace-ms", "300")["record"]
+    assert stopped["state"] == "dormant"
+    assert stopped["last_exit"]["signal"] == 9  # SIGTERM ignored, so SIGKILL after the grace
+    shown = node.run("show", rid, "--screen")
+    assert shown["screen"] is None and "echo: remember me" in shown["last_screen"]
+    assert not [p for p in node.processes() if "echo_agent" in " ".join(p.cmdline())]
+
+
+def test_events_follow_streams_new_events_in_order(node: Node) -> None:
+    import subprocess
+    import sys
+
+    node.up()
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "roost", "events", "--follow", "--json"],
+        env=node.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follower.stdout is not None
+        first = json.loads(follower.stdout.readline())
+        assert first["kind"] == "node.started" and first["seq"] == 1
+        rid = node.run("spawn", "echo", "--name", "followed")["record"]["id"]
+        seen: list[dict[str, Any]] = []
+        while not any(e["kind"] == "record.state" and e["data"]["to"] == "live" for e in seen):
+            seen.append(json.loads(follower.stdout.readline()))
+        seqs = [first["seq"], *(e["seq"] for e in seen)]
+        assert seqs == list(range(1, len(seqs) + 1))  # no gap, no duplicate
+        kinds = [e["kind"] for e in seen]
+        assert kinds[:2] == ["workspace.added", "record.created"] and seen[1]["record"] == rid
+    finally:
+        follower.kill()
+        follower.wait()
+
+
+def test_raw_output_is_published_with_byte_offsets(node: Node) -> None:
+    node.up()
+    rid = node.run("spawn", "echo", "--name", "raw")["record"]["id"]
+    node.wait_screen(rid, "echo-ready>")
+    with node.client() as client:
+        stream = client.subscribe(f"o/{rid}")
+        try:
+            start = node.run("transcript", rid)["end"]
+            wait_for(lambda: _subscribed(node, rid, stream), 10, "the output subscription")
+            chunks: list[dict[str, Any]] = []
+            node.run("prompt", rid, "offsets please")
+
+            def answered() -> bool:
+                got = stream.recv(timeout=0.2)
+                if got is not None:
+                    chunks.append(got[1])
+                seen = b"".join(c["data"] for c in chunks)
+                return re.search(rb"echo: \.*offsets please", seen) is not None
+
+            wait_for(answered, 10, "the answer on the output topic")
+        finally:
+            stream.close()
+    ordered = [c for c in chunks if c["offset"] >= start]
+    for before, after in itertools.pairwise(ordered):
+        assert after["offset"] == before["offset"] + len(before["data"])
+    transcript = node.run("transcript", rid, "--offset", str(ordered[0]["offset"]))
+    assert transcript["data"].startswith(ordered[0]["data"].decode())
+
+
+def _subscribed(node: Node, rid: str, stream: Any) -> bool:
+    """Slow joiner: type a byte and see whether it arrives on the topic."""
+    node.run("send", rid, ".")
+    got = stream.recv(timeout=0.5)
+    return got is not None
