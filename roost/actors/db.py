@@ -77,7 +77,7 @@ def open_db(path: Path, node_id: str | None) -> tuple[sqlite3.Connection, str]:
 
 def refuse_foreign(path: Path, node_id: str | None) -> None:
     """Read-only checks of an existing database; raise the durable-state-* refusal codes."""
-    uri = f"file:{path}?mode=ro"
+    uri = path.resolve().as_uri() + "?mode=ro"  # escaped: '#', '?' and '%' are legal in paths
     try:
         ro = sqlite3.connect(uri, uri=True)
         try:

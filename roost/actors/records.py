@@ -122,7 +122,7 @@ def check_generation(record: Record, session: dict[str, Any] | None) -> None:
 
 def validate_name(name: str) -> str:
     name = name.strip()
-    if not name or len(name) > 128 or any(ord(c) < 32 for c in name):
+    if not name or len(name) > 128 or not name.isprintable():
         raise RoostError(
             "bad-request", "a name is 1 to 128 printable characters", {"field": "name"}
         )

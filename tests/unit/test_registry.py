@@ -1,0 +1,179 @@
+"""The broker's peer registry, driven by a fake clock (roost.broker.registry)."""
+
+from __future__ import annotations
+
+import pytest
+
+from roost.broker import registry
+from roost.broker.registry import DEAD_AFTER_BEATS, HEARTBEAT_S, PeerEntry, Registry
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def reg(clock: FakeClock) -> Registry:
+    return Registry(clock)
+
+
+def actor(address: str, rid: bytes, at: float, incarnation: str = "i1") -> PeerEntry:
+    return PeerEntry(address=address, routing_id=rid, incarnation=incarnation, last_seen=at)
+
+
+def client(address: str, rid: bytes, at: float = 0.0) -> PeerEntry:
+    return PeerEntry(address=address, routing_id=rid, incarnation="", last_seen=at, actor=False)
+
+
+def test_register_and_lookup(reg: Registry, clock: FakeClock) -> None:
+    entry = actor("node", b"r1", clock.t)
+    assert reg.register(entry) is None
+    assert reg.lookup("node") is entry
+    assert reg.address_of(b"r1") == "node"
+    assert reg.actors() == [entry]
+    assert reg.now() == clock.t
+
+
+def test_lookup_of_unknown_address(reg: Registry) -> None:
+    assert reg.lookup("nobody") is None
+    assert reg.address_of(b"nobody") is None
+
+
+def test_replace_returns_the_displaced_entry(reg: Registry, clock: FakeClock) -> None:
+    old = actor("node", b"r1", clock.t, "i1")
+    new = actor("node", b"r2", clock.t, "i2")
+    reg.register(old)
+    assert reg.register(new) is old
+    assert reg.lookup("node") is new
+    assert reg.address_of(b"r1") is None
+    assert reg.address_of(b"r2") == "node"
+    assert reg.actors() == [new]
+
+
+def test_re_register_with_the_same_routing_id_displaces_nothing(
+    reg: Registry, clock: FakeClock
+) -> None:
+    reg.register(actor("node", b"r1", clock.t, "i1"))
+    again = actor("node", b"r1", clock.t, "i2")
+    assert reg.register(again) is None
+    assert reg.lookup("node") is again
+    assert reg.address_of(b"r1") == "node"
+
+
+def test_routing_id_reuse_removes_the_former_address(reg: Registry, clock: FakeClock) -> None:
+    reg.register(actor("session/a", b"r1", clock.t))
+    reg.register(actor("session/b", b"r1", clock.t))
+    assert reg.lookup("session/a") is None
+    assert reg.address_of(b"r1") == "session/b"
+    assert [e.address for e in reg.actors()] == ["session/b"]
+
+
+def test_routing_id_reuse_by_a_client_removes_the_actor(reg: Registry, clock: FakeClock) -> None:
+    reg.register(actor("session/a", b"r1", clock.t))
+    reg.register(client("client/1", b"r1"))
+    assert reg.lookup("session/a") is None
+    assert reg.address_of(b"r1") == "client/1"
+
+
+def test_remove(reg: Registry, clock: FakeClock) -> None:
+    entry = actor("node", b"r1", clock.t)
+    reg.register(entry)
+    assert reg.remove("node") is entry
+    assert reg.remove("node") is None
+    assert reg.lookup("node") is None
+    assert reg.address_of(b"r1") is None
+
+
+def test_touch_refreshes_last_seen(reg: Registry, clock: FakeClock) -> None:
+    entry = actor("node", b"r1", clock.t)
+    reg.register(entry)
+    clock.t += 2.5
+    assert reg.touch(b"r1") is entry
+    assert entry.last_seen == clock.t
+    assert reg.touch(b"unknown") is None
+
+
+def test_actor_expires_after_dead_after_beats(reg: Registry, clock: FakeClock) -> None:
+    entry = actor("node", b"r1", clock.t)
+    reg.register(entry)
+    clock.t += HEARTBEAT_S * DEAD_AFTER_BEATS
+    assert reg.expired() == []
+    clock.t += 0.01
+    assert reg.expired() == [entry]
+
+
+def test_touch_keeps_an_actor_alive(reg: Registry, clock: FakeClock) -> None:
+    reg.register(actor("node", b"r1", clock.t))
+    for _ in range(10):
+        clock.t += HEARTBEAT_S
+        reg.touch(b"r1")
+    assert reg.expired() == []
+
+
+def test_expiry_uses_the_given_beat(reg: Registry, clock: FakeClock) -> None:
+    entry = actor("node", b"r1", clock.t)
+    reg.register(entry)
+    clock.t += 0.5 * DEAD_AFTER_BEATS + 0.01
+    assert reg.expired(beat=0.5) == [entry]
+    assert reg.expired() == []
+
+
+def test_only_silent_actors_expire(reg: Registry, clock: FakeClock) -> None:
+    quiet = actor("session/a", b"r1", clock.t)
+    reg.register(quiet)
+    clock.t += HEARTBEAT_S * DEAD_AFTER_BEATS
+    reg.register(actor("session/b", b"r2", clock.t))
+    clock.t += 1.0
+    assert reg.expired() == [quiet]
+
+
+def test_clients_never_expire(reg: Registry, clock: FakeClock) -> None:
+    entry = client("client/1", b"c1", clock.t)
+    reg.register(entry)
+    clock.t += 1e6
+    assert reg.expired() == []
+    assert reg.lookup("client/1") is entry
+    assert reg.actors() == []
+
+
+def test_clients_are_capped_oldest_first(reg: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "MAX_CLIENTS", 3)
+    for i in range(4):
+        reg.register(client(f"client/{i}", f"c{i}".encode()))
+    assert reg.lookup("client/0") is None
+    assert reg.address_of(b"c0") is None
+    assert [reg.lookup(f"client/{i}") is not None for i in (1, 2, 3)] == [True, True, True]
+
+
+def test_re_registering_a_client_makes_it_newest(
+    reg: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry, "MAX_CLIENTS", 2)
+    reg.register(client("client/0", b"c0"))
+    reg.register(client("client/1", b"c1"))
+    reg.register(client("client/0", b"c0"))
+    reg.register(client("client/2", b"c2"))
+    assert reg.lookup("client/1") is None
+    assert reg.lookup("client/0") is not None
+    assert reg.lookup("client/2") is not None
+
+
+def test_client_cap_does_not_evict_actors(
+    reg: Registry, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry, "MAX_CLIENTS", 1)
+    reg.register(actor("node", b"n", clock.t))
+    reg.register(client("client/0", b"c0"))
+    reg.register(client("client/1", b"c1"))
+    assert reg.lookup("node") is not None
+    assert reg.lookup("client/0") is None
+    assert reg.address_of(b"c1") == "client/1"

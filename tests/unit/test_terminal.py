@@ -1,0 +1,94 @@
+"""The session's screen and its append-only transcript (roost.actors.terminal)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from roost.actors.terminal import Terminal, Transcript, session_dir, write_private
+
+
+def test_text_shows_what_was_fed() -> None:
+    term = Terminal(rows=5, cols=20)
+    term.feed(b"hello\r\nworld")
+    assert term.text() == "hello\nworld"
+    assert term.cursor() == {"row": 1, "col": 5}
+
+
+def test_text_of_a_blank_screen_is_empty() -> None:
+    assert Terminal(rows=3, cols=10).text() == ""
+
+
+def test_escape_sequences_are_interpreted_not_shown() -> None:
+    term = Terminal(rows=5, cols=20)
+    term.feed(b"\x1b[31mred\x1b[0m line\r\nsecond")
+    term.feed(b"\x1b[2J\x1b[Hclean")
+    assert term.text() == "clean"
+
+
+def test_utf8_split_across_feeds() -> None:
+    term = Terminal(rows=2, cols=10)
+    data = "héllo".encode()
+    term.feed(data[:2])
+    term.feed(data[2:])
+    assert term.text() == "héllo"
+
+
+def test_long_lines_wrap_at_the_width() -> None:
+    term = Terminal(rows=4, cols=5)
+    term.feed(b"abcdefgh")
+    assert term.text() == "abcde\nfgh"
+
+
+def test_only_visible_rows_are_kept() -> None:
+    term = Terminal(rows=3, cols=10)
+    term.feed(b"\r\n".join(f"line{i}".encode() for i in range(6)))
+    assert term.text() == "line3\nline4\nline5"
+
+
+def test_resize_changes_the_screen() -> None:
+    term = Terminal(rows=3, cols=10)
+    term.resize(5, 30)
+    assert (term.screen.lines, term.screen.columns) == (5, 30)
+    term.feed(b"x" * 25)
+    assert term.text() == "x" * 25
+
+
+def test_transcript_offsets(tmp_path: Path) -> None:
+    transcript = Transcript(tmp_path / "s" / "transcript.bin")
+    try:
+        assert transcript.offset == 0
+        assert transcript.append(b"abc") == 0
+        assert transcript.append(b"de") == 3
+        assert transcript.offset == 5
+        assert transcript.read(0, 100) == b"abcde"
+        assert transcript.read(2, 2) == b"cd"
+        assert transcript.read(-5, 2) == b"ab"
+        assert transcript.read(99, 10) == b""
+    finally:
+        transcript.close()
+
+
+def test_transcript_offsets_run_across_reopens(tmp_path: Path) -> None:
+    path = tmp_path / "transcript.bin"
+    first = Transcript(path)
+    first.append(b"generation one\n")
+    first.close()
+    second = Transcript(path)
+    try:
+        assert second.offset == len(b"generation one\n")
+        assert second.append(b"two\n") == len(b"generation one\n")
+        assert second.read(0, 100) == b"generation one\ntwo\n"
+        assert second.read(second.offset - 4, 100) == b"two\n"
+    finally:
+        second.close()
+
+
+def test_session_dir_and_private_files(tmp_path: Path) -> None:
+    folder = session_dir(tmp_path, "r1")
+    assert folder == tmp_path / "sessions" / "r1"
+    assert session_dir(tmp_path, "r1") == folder
+    target = folder / "secret"
+    write_private(target, b"one")
+    write_private(target, b"2")
+    assert target.read_bytes() == b"2"
+    assert target.stat().st_mode & 0o777 == 0o600
