@@ -1,43 +1,27 @@
-"""The SQLite database of a node: schema, migrations, and the queries the state store runs.
+"""The queries the state store runs on the node's SQLite database (schema: ``schema.py``).
 
-Single writer (the state-store actor), WAL mode. The schema version lives in the database
-(``PRAGMA user_version``); a database from a newer roost, another node or another OS's path
-semantics is refused before anything is written to it.
+Single writer (the state-store actor), WAL mode. Records, workspaces, the event log (node-wide
+sequence; an optional event id makes a re-sent spooled event a no-op), operations and turns.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import msgpack
 
 from roost.actors.records import Record
+from roost.actors.schema import (  # noqa: F401 - re-exported: the database's public face
+    PATH_SEMANTICS,
+    SCHEMA_VERSION,
+    get_meta,
+    open_db,
+    refuse_foreign,
+)
 from roost.broker.errors import RoostError
-
-SCHEMA_VERSION = 1
-PATH_SEMANTICS = "windows" if sys.platform == "win32" else "posix"
-
-SCHEMA_V1 = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE workspaces (
-  id TEXT PRIMARY KEY, name TEXT, path TEXT NOT NULL UNIQUE, created REAL NOT NULL);
-CREATE TABLE records (
-  id TEXT PRIMARY KEY, name TEXT UNIQUE, workspace_id TEXT, cwd TEXT NOT NULL,
-  provider TEXT NOT NULL, mode TEXT NOT NULL, provider_session TEXT, state TEXT NOT NULL,
-  generation INTEGER NOT NULL, active BLOB, activity TEXT, attention TEXT, last_exit BLOB,
-  restore_policy TEXT NOT NULL, env BLOB, rows INTEGER NOT NULL, cols INTEGER NOT NULL,
-  created REAL NOT NULL, updated REAL NOT NULL);
-CREATE TABLE events (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, kind TEXT NOT NULL,
-  record_id TEXT, generation INTEGER, data BLOB NOT NULL);
-CREATE INDEX events_record ON events(record_id, seq);
-"""
 
 PACKED = ("active", "last_exit", "env")
 
@@ -48,71 +32,6 @@ def _pack(value: Any) -> bytes | None:
 
 def _unpack(value: bytes | None) -> Any:
     return None if value is None else msgpack.unpackb(value, raw=False)
-
-
-def open_db(path: Path, node_id: str | None) -> tuple[sqlite3.Connection, str]:
-    """Open (creating if new) and check the database; returns the connection and node id."""
-    fresh = not path.exists()
-    if not fresh:
-        refuse_foreign(path, node_id)
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    if fresh:
-        os.chmod(path, 0o600)
-        with conn:
-            conn.executescript("BEGIN;" + SCHEMA_V1 + "COMMIT;")
-            chosen = node_id or ("n-" + uuid.uuid4().hex[:10])
-            meta = {
-                "node_id": chosen,
-                "path_semantics": PATH_SEMANTICS,
-                "created": str(time.time()),
-            }
-            conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
-            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-    return conn, get_meta(conn, "node_id")
-
-
-def refuse_foreign(path: Path, node_id: str | None) -> None:
-    """Read-only checks of an existing database; raise the durable-state-* refusal codes."""
-    uri = path.resolve().as_uri() + "?mode=ro"  # escaped: '#', '?' and '%' are legal in paths
-    try:
-        ro = sqlite3.connect(uri, uri=True)
-        try:
-            version = ro.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise RoostError(
-                    "durable-state-schema-unsupported",
-                    f"the state database has schema {version}; this roost reads up "
-                    f"to {SCHEMA_VERSION}",
-                    {"schema": version},
-                )
-            meta = dict(ro.execute("SELECT key, value FROM meta").fetchall())
-        finally:
-            ro.close()
-    except sqlite3.DatabaseError:
-        raise RoostError(
-            "durable-state-schema-unsupported",
-            "the state database cannot be read as a roost database",
-        ) from None
-    if node_id and meta.get("node_id") != node_id:
-        raise RoostError(
-            "durable-state-conflict",
-            "the state database belongs to another node id",
-            {"stored": meta.get("node_id"), "requested": node_id},
-        )
-    if meta.get("path_semantics", PATH_SEMANTICS) != PATH_SEMANTICS:
-        raise RoostError(
-            "durable-state-path-semantics-unsupported",
-            f"the state database holds {meta.get('path_semantics')} paths",
-        )
-
-
-def get_meta(conn: sqlite3.Connection, key: str) -> str:
-    row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-    return str(row[0]) if row else ""
 
 
 # -- records -----------------------------------------------------------------------------------

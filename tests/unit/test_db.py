@@ -120,7 +120,7 @@ def test_newer_schema_is_refused_and_left_untouched(path: Path, tmp_path: Path) 
     before = path.read_bytes()
     err = refusal(path, "n-one", tmp_path)
     assert err.code == "durable-state-schema-unsupported"
-    assert err.detail == {"schema": db.SCHEMA_VERSION + 1}
+    assert err.detail == {"schema": db.SCHEMA_VERSION + 1, "supported": db.SCHEMA_VERSION}
     assert path.read_bytes() == before
 
 

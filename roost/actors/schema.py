@@ -1,0 +1,174 @@
+"""The node database's schema: creation, ordered migrations, and refusing state that is not ours.
+
+The schema version is ``PRAGMA user_version``. Opening an older database first copies it to
+``state.db.v<N>.bak`` beside it (SQLite's online backup), then runs each migration in order, each in
+its own transaction. A database from a newer roost, of another node id, or holding paths of another
+OS's semantics is refused by read-only checks, before anything (the database or a backup) is
+written, and the refusal names no host path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from roost.broker.errors import RoostError
+
+PATH_SEMANTICS = "windows" if sys.platform == "win32" else "posix"
+
+SCHEMA_V1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE workspaces (
+  id TEXT PRIMARY KEY, name TEXT, path TEXT NOT NULL UNIQUE, created REAL NOT NULL);
+CREATE TABLE records (
+  id TEXT PRIMARY KEY, name TEXT UNIQUE, workspace_id TEXT, cwd TEXT NOT NULL,
+  provider TEXT NOT NULL, mode TEXT NOT NULL, provider_session TEXT, state TEXT NOT NULL,
+  generation INTEGER NOT NULL, active BLOB, activity TEXT, attention TEXT, last_exit BLOB,
+  restore_policy TEXT NOT NULL, env BLOB, rows INTEGER NOT NULL, cols INTEGER NOT NULL,
+  created REAL NOT NULL, updated REAL NOT NULL);
+CREATE TABLE events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, kind TEXT NOT NULL,
+  record_id TEXT, generation INTEGER, data BLOB NOT NULL);
+CREATE INDEX events_record ON events(record_id, seq);
+"""
+
+# v2: idempotent event ids (spooled events may be sent twice), operations, turns.
+MIGRATE_2 = """
+ALTER TABLE events ADD COLUMN eid TEXT;
+CREATE UNIQUE INDEX events_eid ON events(eid) WHERE eid IS NOT NULL;
+CREATE TABLE ops (
+  id TEXT PRIMARY KEY, method TEXT NOT NULL, record_id TEXT, state TEXT NOT NULL,
+  result BLOB, created REAL NOT NULL, updated REAL NOT NULL);
+CREATE TABLE turns (
+  id TEXT PRIMARY KEY, record_id TEXT NOT NULL, generation INTEGER NOT NULL, op_id TEXT,
+  state TEXT NOT NULL, text TEXT NOT NULL, result BLOB, started REAL NOT NULL, ended REAL);
+CREATE INDEX turns_record ON turns(record_id, state);
+"""
+
+
+def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
+    def run(conn: sqlite3.Connection) -> None:
+        for statement in filter(str.strip, sql.split(";")):
+            conn.execute(statement)
+
+    return run
+
+
+# MIGRATIONS[n] takes a database at version n-1 to version n.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _script(SCHEMA_V1),
+    2: _script(MIGRATE_2),
+}
+SCHEMA_VERSION = max(MIGRATIONS)
+
+_WINDOWS_PATH = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\)")
+
+
+def path_semantics(path: str) -> str | None:
+    """Which OS's semantics an absolute path has: ``posix``, ``windows`` or None (unclear)."""
+    if _WINDOWS_PATH.match(path):
+        return "windows"
+    if path.startswith("/"):
+        return "posix"
+    return None
+
+
+def open_db(path: Path, node_id: str | None) -> tuple[sqlite3.Connection, str]:
+    """Open (creating or migrating) and check the database; returns the connection and node id."""
+    fresh = not path.exists()
+    version = 0 if fresh else refuse_foreign(path, node_id)
+    if 0 < version < SCHEMA_VERSION:
+        backup(path, version)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    if fresh:
+        os.chmod(path, 0o600)
+    migrate(conn, version)
+    if fresh:
+        chosen = node_id or ("n-" + uuid.uuid4().hex[:10])
+        meta = {"node_id": chosen, "path_semantics": PATH_SEMANTICS, "created": str(time.time())}
+        with conn:
+            conn.execute("BEGIN")
+            conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+    return conn, get_meta(conn, "node_id")
+
+
+def migrate(conn: sqlite3.Connection, version: int) -> None:
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            MIGRATIONS[target](conn)
+            conn.execute(f"PRAGMA user_version={target}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+
+def backup(path: Path, version: int) -> Path:
+    """Copy the database (consistently, WAL included) to ``<name>.v<version>.bak`` beside it."""
+    target = path.with_name(f"{path.name}.v{version}.bak")
+    src = sqlite3.connect(path)
+    dst = sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
+    os.chmod(target, 0o600)
+    return target
+
+
+def refuse_foreign(path: Path, node_id: str | None) -> int:
+    """Read-only checks of an existing database; returns its schema version or raises the
+    durable-state-* refusal codes."""
+    uri = path.resolve().as_uri() + "?mode=ro"  # escaped: '#', '?' and '%' are legal in paths
+    try:
+        ro = sqlite3.connect(uri, uri=True)
+        try:
+            version = int(ro.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise RoostError(
+                    "durable-state-schema-unsupported",
+                    f"the state database has schema {version}; this roost reads up to "
+                    f"{SCHEMA_VERSION}",
+                    {"schema": version, "supported": SCHEMA_VERSION},
+                )
+            meta = dict(ro.execute("SELECT key, value FROM meta").fetchall())
+            paths = [row[0] for row in ro.execute("SELECT path FROM workspaces")]
+            paths += [row[0] for row in ro.execute("SELECT cwd FROM records")]
+        finally:
+            ro.close()
+    except sqlite3.DatabaseError:
+        raise RoostError(
+            "durable-state-schema-unsupported",
+            "the state database cannot be read as a roost database",
+        ) from None
+    if node_id and meta.get("node_id") != node_id:
+        raise RoostError(
+            "durable-state-conflict",
+            "the state database belongs to another node id",
+            {"stored": meta.get("node_id"), "requested": node_id},
+        )
+    foreign = {path_semantics(p) for p in paths} - {PATH_SEMANTICS, None}
+    stored = meta.get("path_semantics", PATH_SEMANTICS)
+    if stored != PATH_SEMANTICS or foreign:
+        raise RoostError(
+            "durable-state-path-semantics-unsupported",
+            f"the state database holds {stored if stored != PATH_SEMANTICS else foreign.pop()} "
+            f"paths; this node uses {PATH_SEMANTICS} paths",
+        )
+    return version
+
+
+def get_meta(conn: sqlite3.Connection, key: str) -> str:
+    row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+    return str(row[0]) if row else ""
