@@ -65,7 +65,7 @@ class AdapterActor:
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     ctx = zmq.asyncio.Context()
-    token = os.environ.get("ROOST_TOKEN", "")
+    token = os.environ.get("ROOST_ACTOR_TOKEN", "")
     incarnation = os.urandom(6).hex()
     actors = []
     for name, adapter in adapters().items():

@@ -32,8 +32,11 @@ from roost.actors.process import run_until_stopped, setup_logging
 from roost.actors.sessions import Sessions
 from roost.broker.errors import RoostError
 from roost.broker.locate import (
+    ACTOR_TOKEN_ENV,
+    ACTOR_TOKEN_FILE,
     NodeInfo,
     clear_node_info,
+    load_or_create_secret,
     load_or_create_token,
     private_dir,
     runtime_dir,
@@ -59,6 +62,7 @@ def announce(payload: dict[str, Any]) -> None:
 class Daemon:
     def __init__(self, state_dir: Path, node_id: str, token: str) -> None:
         self.state_dir, self.node_id, self.token = state_dir, node_id, token
+        self.actor_token = load_or_create_secret(state_dir / ACTOR_TOKEN_FILE)
         self.incarnation = uuid.uuid4().hex[:12]
         self.runtime = runtime_dir(state_dir)
         self.router_ep = f"ipc://{self.runtime}/router"
@@ -70,11 +74,13 @@ class Daemon:
                 router_endpoints=[self.router_ep, "inproc://broker"],
                 pub_endpoints=[self.events_ep],
                 token=token,
+                actor_token=self.actor_token,
                 incarnation=self.incarnation,
                 node_id=node_id,
             ),
         )
-        env = {**os.environ, "ROOST_TOKEN": token}
+        env = {**os.environ, ACTOR_TOKEN_ENV: self.actor_token}
+        env.pop("ROOST_TOKEN", None)
         py = [sys.executable, "-m"]
         common = ["--state-dir", str(state_dir), "--endpoint", self.router_ep]
         self.children = [
@@ -118,12 +124,12 @@ class Daemon:
             self.ctx,
             "inproc://broker",
             "node",
-            self.token,
+            self.actor_token,
             incarnation=self.incarnation,
             meta={"pid": os.getpid()},
         )
         sessions = Sessions(
-            peer, Launcher(self.runtime), self.state_dir, self.router_ep, self.token
+            peer, Launcher(self.runtime), self.state_dir, self.router_ep, self.actor_token
         )
         node = NodeActor(peer, sessions, self.status, stop.set, self.registered)
         tasks = [

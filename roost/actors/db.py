@@ -14,13 +14,11 @@ from typing import Any
 import msgpack
 
 from roost.actors.records import Record
-from roost.actors.schema import (  # noqa: F401 - re-exported: the database's public face
-    PATH_SEMANTICS,
-    SCHEMA_VERSION,
-    get_meta,
-    open_db,
-    refuse_foreign,
-)
+from roost.actors.schema import PATH_SEMANTICS as PATH_SEMANTICS
+from roost.actors.schema import SCHEMA_VERSION as SCHEMA_VERSION
+from roost.actors.schema import get_meta as get_meta
+from roost.actors.schema import open_db as open_db
+from roost.actors.schema import refuse_foreign as refuse_foreign
 from roost.broker.errors import RoostError
 
 PACKED = ("active", "last_exit", "env")
@@ -144,15 +142,22 @@ def list_workspaces(conn: sqlite3.Connection) -> list[dict[str, Any]]:
 
 
 def append_event(conn: sqlite3.Connection, event: dict[str, Any]) -> dict[str, Any]:
+    """Append one event; an ``eid`` already in the log makes this a no-op (``duplicate``)."""
+    eid = event.get("eid")
+    if eid:
+        row = conn.execute("SELECT * FROM events WHERE eid=?", (eid,)).fetchone()
+        if row is not None:
+            return {**_event(row), "duplicate": True}
     ts = time.time()
     cur = conn.execute(
-        "INSERT INTO events (ts, kind, record_id, generation, data) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO events (ts, kind, record_id, generation, data, eid) VALUES (?, ?, ?, ?, ?, ?)",
         (
             ts,
             event["kind"],
             event.get("record"),
             event.get("generation"),
             _pack(event.get("data") or {}),
+            eid,
         ),
     )
     return {
@@ -165,6 +170,17 @@ def append_event(conn: sqlite3.Connection, event: dict[str, Any]) -> dict[str, A
     }
 
 
+def _event(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "seq": row["seq"],
+        "ts": row["ts"],
+        "kind": row["kind"],
+        "record": row["record_id"],
+        "generation": row["generation"],
+        "data": _unpack(row["data"]),
+    }
+
+
 def events_since(
     conn: sqlite3.Connection, after: int, limit: int, record_id: str | None = None
 ) -> list[dict[str, Any]]:
@@ -174,17 +190,7 @@ def events_since(
         sql += " AND record_id = ?"
         args.append(record_id)
     rows = conn.execute(sql + " ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
-    return [
-        {
-            "seq": r["seq"],
-            "ts": r["ts"],
-            "kind": r["kind"],
-            "record": r["record_id"],
-            "generation": r["generation"],
-            "data": _unpack(r["data"]),
-        }
-        for r in rows
-    ]
+    return [_event(r) for r in rows]
 
 
 def last_seq(conn: sqlite3.Connection) -> int:
@@ -195,3 +201,84 @@ def last_seq(conn: sqlite3.Connection) -> int:
 def first_seq(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT MIN(seq) FROM events").fetchone()
     return int(row[0] or 0)
+
+
+# -- operations and turns ----------------------------------------------------------------------
+
+OP_STATES = ("accepted", "terminal", "interrupted")
+TURN_STATES = ("running", "completed", "failed", "interrupted")
+
+
+def get_op(conn: sqlite3.Connection, op_id: str) -> dict[str, Any] | None:
+    row = conn.execute("SELECT * FROM ops WHERE id=?", (op_id,)).fetchone()
+    if row is None:
+        return None
+    return {
+        "id": row["id"],
+        "method": row["method"],
+        "record": row["record_id"],
+        "state": row["state"],
+        "result": _unpack(row["result"]),
+        "created": row["created"],
+        "updated": row["updated"],
+    }
+
+
+def put_op(conn: sqlite3.Connection, op: dict[str, Any]) -> None:
+    now = time.time()
+    conn.execute(
+        "INSERT INTO ops (id, method, record_id, state, result, created, updated) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET state=excluded.state, "
+        "result=excluded.result, updated=excluded.updated",
+        (op["id"], op["method"], op.get("record"), op["state"], _pack(op.get("result")), now, now),
+    )
+
+
+def begin_turn(conn: sqlite3.Connection, turn: dict[str, Any]) -> None:
+    conn.execute(
+        "INSERT INTO turns (id, record_id, generation, op_id, state, text, started) "
+        "VALUES (?, ?, ?, ?, 'running', ?, ?)",
+        (turn["id"], turn["record"], turn["generation"], turn.get("op"), turn["text"], time.time()),
+    )
+
+
+def get_turn(conn: sqlite3.Connection, turn_id: str) -> dict[str, Any] | None:
+    row = conn.execute("SELECT * FROM turns WHERE id=?", (turn_id,)).fetchone()
+    return _turn(row) if row else None
+
+
+def latest_turn(conn: sqlite3.Connection, record_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT * FROM turns WHERE record_id=? ORDER BY started DESC LIMIT 1", (record_id,)
+    ).fetchone()
+    return _turn(row) if row else None
+
+
+def running_turns(conn: sqlite3.Connection, record_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT * FROM turns WHERE record_id=? AND state='running'", (record_id,)
+    ).fetchall()
+    return [_turn(r) for r in rows]
+
+
+def end_turn(conn: sqlite3.Connection, turn_id: str, state: str, result: Any) -> bool:
+    """Close a running turn; False when it had already ended (ending is idempotent)."""
+    cur = conn.execute(
+        "UPDATE turns SET state=?, result=?, ended=? WHERE id=? AND state='running'",
+        (state, _pack(result), time.time(), turn_id),
+    )
+    return cur.rowcount == 1
+
+
+def _turn(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "record": row["record_id"],
+        "generation": row["generation"],
+        "op": row["op_id"],
+        "state": row["state"],
+        "text": row["text"],
+        "result": _unpack(row["result"]),
+        "started": row["started"],
+        "ended": row["ended"],
+    }

@@ -20,7 +20,7 @@ import psutil
 
 from roost.actors.terminal import write_private
 
-SCRUBBED_ENV = ("ROOST_TOKEN",)
+SCRUBBED_ENV = ("ROOST_TOKEN", "ROOST_ACTOR_TOKEN")
 
 
 def agent_env(

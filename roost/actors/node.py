@@ -214,7 +214,8 @@ class NodeActor:
         return {"record": renamed.to_wire()}
 
     async def stop(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        grace = f.opt_int(body, "grace_ms", lo=0, hi=60_000) or 3000
+        grace = f.opt_int(body, "grace_ms", lo=0, hi=60_000)
+        grace = 3000 if grace is None else grace
         async with self._locked(f.req_str(body, "id")) as record:
             r.check_generation(record, h.session)
             stopped = await self.sessions.stop(record, grace)

@@ -29,6 +29,11 @@ Handler = Callable[[p.Header, dict[str, Any]], Awaitable[dict[str, Any]]]
 NotifyHandler = Callable[[p.Header, dict[str, Any]], Awaitable[None]]
 
 
+def restartable(address: str) -> bool:
+    """Actors the node restarts on crash: their absence is a moment, not a missing target."""
+    return address == "state" or address.startswith("adapter/")
+
+
 class Peer:
     """A broker peer hosting one actor address."""
 
@@ -237,7 +242,12 @@ class Peer:
         finally:
             self._pending.pop(rid, None)
         if reply_header.kind == p.ERROR:
-            raise RoostError.from_body(reply)
+            err = RoostError.from_body(reply)
+            if err.code == "unreachable" and restartable(target):
+                raise RoostError(
+                    "unavailable", f"{target} is restarting; retry shortly", {"target": target}
+                )
+            raise err
         return reply
 
     def notify(self, target: str, body: dict[str, Any]) -> None:

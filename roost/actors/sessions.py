@@ -94,17 +94,22 @@ class Sessions:
 
     async def launch(self, record: Record, env: dict[str, str], *, resume: str | None) -> Record:
         """Start a new generation of ``record`` and wait until its supervisor attaches."""
-        plan = await self.peer.call(
-            f"adapter/{record.provider}",
-            "adapter.launch",
-            {
-                "mode": record.mode,
-                "cwd": record.cwd,
-                "env": env,
-                "resume": resume,
-                "data_dir": str(self.state_dir / "providers" / record.provider),
-            },
-        )
+        try:
+            plan = await self.peer.call(
+                f"adapter/{record.provider}",
+                "adapter.launch",
+                {
+                    "mode": record.mode,
+                    "cwd": record.cwd,
+                    "env": env,
+                    "resume": resume,
+                    "data_dir": str(self.state_dir / "providers" / record.provider),
+                },
+            )
+        except RoostError as err:
+            if record.state == r.STARTING:  # a fresh spawn: the record must not stay starting
+                await self.set_state(record, r.FAILED, last_exit={"error": err.to_body()})
+            raise
         instance = uuid.uuid4().hex[:12]
         generation = record.generation + 1
         identity = plan.get("provider_session") or record.provider_session
@@ -274,6 +279,7 @@ class Sessions:
             )
         except RoostError as err:
             if err.code not in ("unreachable", "timeout", "session-not-live"):
+                await self.set_state(stopping, record.state)  # still running: say so
                 raise
             return await self.lost(stopping, reason=err.code)
         exited = {
@@ -348,5 +354,5 @@ class Sessions:
 def _record(reply: dict[str, Any]) -> Record:
     raw = dict(reply["record"])
     raw.pop("size", None)
-    raw["env"] = {}
+    raw["env"] = dict.fromkeys(raw.get("env") or [], "")  # names only; values stay in the store
     return Record.from_row(raw)

@@ -50,6 +50,26 @@ def _check_events(body: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _check_op(body: dict[str, Any]) -> dict[str, Any] | None:
+    raw = body.get("op")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise RoostError("bad-request", "field 'op' must be a map", {"field": "op"})
+    op = {
+        "id": f.req_str(raw, "id", max_len=128),
+        "method": f.req_str(raw, "method"),
+        "record": f.opt_str(raw, "record"),
+        "state": f.opt_str(raw, "state") or "terminal",
+        "result": f.opt_map(raw, "result"),
+    }
+    if op["state"] not in db.OP_STATES:
+        raise RoostError(
+            "bad-request", "field 'op.state' is not an operation state", {"field": "op"}
+        )
+    return op
+
+
 class StateStore:
     """Serves ``state.*`` methods over one SQLite connection."""
 
@@ -112,7 +132,9 @@ class StateStore:
         return await future
 
     def _append(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [db.append_event(self.conn, e) for e in events]
+        """Append; returns only the events newly written (re-sent spooled ones are skipped)."""
+        written = [db.append_event(self.conn, e) for e in events]
+        return [e for e in written if not e.get("duplicate")]
 
     # -- handlers ------------------------------------------------------------------------------
 
@@ -207,13 +229,120 @@ class StateStore:
         return await self._write(mutation)
 
     async def _events_append(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """Append events; with ``op``, record the operation in the same transaction, and a
+        repeated operation id returns the first outcome without appending anything."""
+        events = _check_events(body)
+        op = _check_op(body)
+
+        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            if op is not None and (seen := db.get_op(self.conn, op["id"])) is not None:
+                return {
+                    "duplicate": True,
+                    "op": seen,
+                    "seqs": (seen["result"] or {}).get("seqs", []),
+                }, []
+            written = [db.append_event(self.conn, e) for e in events]
+            seqs = [e["seq"] for e in written]
+            if op is not None:
+                op["result"] = {**(op.get("result") or {}), "seqs": seqs}
+                db.put_op(self.conn, op)
+            return {"seqs": seqs}, [e for e in written if not e.get("duplicate")]
+
+        return await self._write(mutation)
+
+    async def _op_get(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return {"op": db.get_op(self.conn, f.req_str(body, "id", max_len=128))}
+
+    async def _op_put(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        op = _check_op(body)
+        if op is None:
+            raise RoostError("bad-request", "field 'op' is required", {"field": "op"})
+
+        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            db.put_op(self.conn, op)
+            return {"op": db.get_op(self.conn, op["id"])}, []
+
+        return await self._write(mutation)
+
+    async def _turn_begin(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a running turn, its accepted operation and its input event, atomically."""
+        turn = f.opt_map(body, "turn")
+        for key in ("id", "record", "text"):
+            f.text(turn, key)
+        f.req_int(turn, "generation")
+        op = _check_op(body)
         events = _check_events(body)
 
         def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            if op is not None and (seen := db.get_op(self.conn, op["id"])) is not None:
+                return {"duplicate": True, "op": seen, **(seen["result"] or {})}, []
+            db.begin_turn(self.conn, {**turn, "op": op["id"] if op else None})
             written = self._append(events)
-            return {"seqs": [e["seq"] for e in written]}, written
+            result = {"turn": turn["id"], "seq": written[0]["seq"] if written else None}
+            if op is not None:
+                db.put_op(self.conn, {**op, "state": "accepted", "result": result})
+            return result, written
 
         return await self._write(mutation)
+
+    async def _turn_end(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        turn_id, state = f.req_str(body, "id"), f.req_str(body, "state")
+        if state not in db.TURN_STATES[1:]:
+            raise RoostError("bad-request", "field 'state' must end a turn", {"field": "state"})
+        result = f.opt_map(body, "result")
+        events = _check_events(body)
+
+        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            return self._end_turn(turn_id, state, result, events)
+
+        return await self._write(mutation)
+
+    def _end_turn(
+        self, turn_id: str, state: str, result: dict[str, Any], events: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        turn = db.get_turn(self.conn, turn_id)
+        if turn is None or not db.end_turn(self.conn, turn_id, state, result):
+            return {"ended": False, "turn": turn}, []
+        if turn["op"]:
+            op_state = "interrupted" if state == "interrupted" else "terminal"
+            op = db.get_op(self.conn, turn["op"]) or {"id": turn["op"], "method": "session.turn"}
+            db.put_op(
+                self.conn,
+                {
+                    **op,
+                    "record": turn["record"],
+                    "state": op_state,
+                    "result": {"turn": turn_id, "status": state, **result},
+                },
+            )
+        status = {
+            "kind": "session.turn",
+            "record": turn["record"],
+            "generation": turn["generation"],
+            "data": {"turn": turn_id, "status": state, **result},
+        }
+        return {"ended": True, "turn": db.get_turn(self.conn, turn_id)}, self._append(
+            [*events, status]
+        )
+
+    async def _turn_interrupt(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record_id, reason = f.req_str(body, "record"), f.opt_str(body, "reason") or "lost"
+
+        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            ended, published = [], []
+            for turn in db.running_turns(self.conn, record_id):
+                _, events = self._end_turn(turn["id"], "interrupted", {"reason": reason}, [])
+                ended.append(turn["id"])
+                published += events
+            return {"interrupted": ended}, published
+
+        return await self._write(mutation)
+
+    async def _turn_get(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return {"turn": db.get_turn(self.conn, f.req_str(body, "id", max_len=128))}
+
+    async def _turn_latest(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return {"turn": db.latest_turn(self.conn, f.req_str(body, "record", max_len=128))}
 
     async def _events_since(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         after = f.opt_int(body, "after") or 0
@@ -236,7 +365,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         ctx,
         args.endpoint,
         "state",
-        os.environ.get("ROOST_TOKEN", ""),
+        os.environ.get("ROOST_ACTOR_TOKEN", ""),
         incarnation=os.urandom(6).hex(),
         meta={"pid": os.getpid()},
     )

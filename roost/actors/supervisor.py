@@ -296,7 +296,8 @@ class Supervisor:
         }
 
     async def on_stop(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        grace = (f.opt_int(body, "grace_ms", hi=60_000) or 3000) / 1000
+        grace_ms = f.opt_int(body, "grace_ms", hi=60_000)
+        grace = (3000 if grace_ms is None else grace_ms) / 1000
         await self._terminate(grace)
         assert self.exit is not None
         return {"exit": self.exit.to_wire()}

@@ -22,6 +22,8 @@ from roost.broker.errors import RoostError
 NODE_FILE = "node.json"
 TOKEN_FILE = "token"
 TOKEN_ENV = "ROOST_TOKEN"
+ACTOR_TOKEN_FILE = "actor-token"  # what actors (not clients) present in their hello
+ACTOR_TOKEN_ENV = "ROOST_ACTOR_TOKEN"
 
 
 def default_state_dir() -> Path:
@@ -109,7 +111,11 @@ def load_or_create_token(state_dir: Path) -> str:
     env = os.environ.get(TOKEN_ENV)
     if env:
         return env
-    path = state_dir / TOKEN_FILE
+    return load_or_create_secret(state_dir / TOKEN_FILE)
+
+
+def load_or_create_secret(path: Path) -> str:
+    """A random secret kept in a 0600 file, created on first use."""
     try:
         return path.read_text().strip()
     except FileNotFoundError:

@@ -34,6 +34,7 @@ class BrokerConfig:
     router_endpoints: list[str]
     pub_endpoints: list[str]
     token: str
+    actor_token: str
     incarnation: str
     node_id: str = ""
 
@@ -95,10 +96,12 @@ class Broker:
             self._refuse(routing_id, header, err)
 
     def _dispatch(self, routing_id: bytes, header: p.Header, body: bytes) -> None:
-        if len(body) > p.BODY_LIMIT:
-            raise RoostError(
-                "frame-too-large", f"body is {len(body)} bytes; the limit is {p.BODY_LIMIT}"
-            )
+        known = self.registry.address_of(routing_id)
+        entry = self.registry.lookup(known) if known else None
+        # actors may answer with more than a client may send (a long listing, a transcript)
+        limit = p.HARD_FRAME_LIMIT if entry is not None and entry.actor else p.BODY_LIMIT
+        if len(body) > limit:
+            raise RoostError("frame-too-large", f"body is {len(body)} bytes; the limit is {limit}")
         if header.kind == p.HELLO:
             self._hello(routing_id, header, p.unpack(body))
             return
@@ -158,13 +161,12 @@ class Broker:
 
     # -- served by the broker itself -----------------------------------------------------------
 
-    def _token_ok(self, offered: Any) -> bool:
-        return isinstance(offered, str) and hmac.compare_digest(
-            offered.encode(), self.config.token.encode()
-        )
+    @staticmethod
+    def _token_ok(offered: Any, secret: str) -> bool:
+        return isinstance(offered, str) and hmac.compare_digest(offered.encode(), secret.encode())
 
     def _hello(self, routing_id: bytes, header: p.Header, body: dict[str, Any]) -> None:
-        if not self._token_ok(body.get("token")):
+        if not self._token_ok(body.get("token"), self.config.actor_token):
             raise RoostError("unauthorized", "hello refused")
         address, incarnation = body.get("address"), body.get("incarnation")
         if not isinstance(address, str) or not address or address.startswith("client/"):
@@ -197,7 +199,7 @@ class Broker:
                 "no protocol version in common",
                 {"supported": list(p.SUPPORTED_VERSIONS)},
             )
-        if not self._token_ok(body.get("token")):
+        if not self._token_ok(body.get("token"), self.config.token):
             raise RoostError("unauthorized", "the token was refused")
         known = self.registry.address_of(routing_id)
         conn_id = (
