@@ -33,6 +33,8 @@ class AdapterActor:
                 "adapter.launch": self.launch,
                 "adapter.classify": self.classify,
                 "adapter.identity": self.identity,
+                "adapter.turn": self.turn,
+                "adapter.parse": self.parse,
             }
         )
 
@@ -57,6 +59,21 @@ class AdapterActor:
     async def classify(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         screen = f.text(body, "screen")
         return self.adapter.classify(screen, exited=f.opt_bool(body, "exited")).to_wire()
+
+    async def turn(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        ctx = self._context(body)
+        launch = self.adapter.turn(
+            f.req_str(body, "provider_session", max_len=256),
+            f.text(body, "text"),
+            ctx,
+            first=f.opt_bool(body, "first"),
+        )
+        return launch.to_wire()
+
+    async def parse(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        stream = f.opt_str(body, "stream", max_len=16) or "stdout"
+        events, facts = self.adapter.parse(f.text(body, "line"), stream)
+        return {"events": events, "facts": facts}
 
     async def identity(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         ident = self.adapter.discover_identity(f.text(body, "screen"), self._context(body))

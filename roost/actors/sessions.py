@@ -19,6 +19,7 @@ import structlog
 
 from roost.actors import records as r
 from roost.actors.launcher import Launcher, agent_env, process_started, still_running
+from roost.actors.loss import interrupt_turns, kill_session_processes, salvage_spool
 from roost.actors.peer import Peer
 from roost.actors.records import Record
 from roost.actors.terminal import session_dir
@@ -146,7 +147,7 @@ class Sessions:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[instance] = future
         try:
-            pid = self.launcher.start(self._spec(starting, plan, env, instance))
+            pid = self.launcher.start(self._spec(starting, plan, env, instance, bool(resume)))
             attached = await asyncio.wait_for(future, ATTACH_TIMEOUT)
         except (TimeoutError, OSError):
             attached = {
@@ -171,7 +172,12 @@ class Sessions:
         return await self.set_state(starting, r.LIVE, expect=(r.STARTING,), active=active)
 
     def _spec(
-        self, record: Record, plan: dict[str, Any], env: dict[str, str], instance: str
+        self,
+        record: Record,
+        plan: dict[str, Any],
+        env: dict[str, str],
+        instance: str,
+        resume: bool,
     ) -> dict[str, Any]:
         return {
             "record_id": record.id,
@@ -188,6 +194,9 @@ class Sessions:
             "endpoint": self.endpoint,
             "token": self._token,
             "session_dir": str(session_dir(self.state_dir, record.id)),
+            "provider_session": record.provider_session,
+            "data_dir": str(self.state_dir / "providers" / record.provider),
+            "resume": resume,
         }
 
     # -- reports from supervisors --------------------------------------------------------------
@@ -301,15 +310,15 @@ class Sessions:
     async def lost(self, record: Record, *, reason: str) -> Record:
         """The supervisor is gone: make the record dormant (resumable by id) and say so."""
         active = record.active or {}
-        if still_running(active.get("pid"), active.get("started")):
-            from roost.actors.launcher import signal_process
-
-            signal_process(int(active["pid"]), 9)
+        kill_session_processes(active)
+        directory = self.state_dir / "sessions" / record.id
+        await salvage_spool(self.peer, record, directory)
+        interrupted = await interrupt_turns(self.peer, record, reason)
         lost = {
             "kind": "session.lost",
             "record": record.id,
             "generation": record.generation,
-            "data": {"reason": reason},
+            "data": {"reason": reason, "interrupted_turns": interrupted},
         }
         log.warning("session-lost", record=record.id, reason=reason)
         return await self.set_state(
@@ -323,17 +332,19 @@ class Sessions:
         )
 
     async def sweep(self, registered: set[str]) -> None:
-        """Records whose supervisor is neither registered nor running become dormant."""
+        """Records whose supervisor process is gone become dormant (a dead supervisor is noticed
+        at once by its pid, without waiting for its registration to expire)."""
         self.launcher.reap()
         reply = await self.peer.call("state", "state.record.list", {})
         for raw in reply["records"]:
             record = _record({"record": raw})
-            if record.state not in r.ACTIVE_STATES or f"session/{record.id}" in registered:
-                continue
-            if record.state == r.STARTING and self.locks[record.id].locked():
+            if record.state not in r.ACTIVE_STATES or self.locks[record.id].locked():
                 continue
             active = record.active or {}
-            if not still_running(active.get("pid"), active.get("started")):
+            alive = still_running(active.get("pid"), active.get("started"))
+            if f"session/{record.id}" in registered and (alive or not active.get("pid")):
+                continue
+            if not alive:
                 async with self.locks[record.id]:
                     fresh, _ = await self.find(record.id)
                     if fresh.state in r.ACTIVE_STATES and fresh.generation == record.generation:

@@ -21,6 +21,7 @@ import structlog
 import zmq.asyncio
 
 from roost.actors import db
+from roost.actors.journal import Journal, check_events, check_op
 from roost.actors.peer import Peer
 from roost.actors.process import run_until_stopped, setup_logging, watch_lifeline
 from roost.actors.records import Record
@@ -36,38 +37,6 @@ BATCH = 64
 
 def event_topic(event: dict[str, Any]) -> str:
     return f"e/{event.get('record') or 'node'}/{event['kind']}"
-
-
-def _check_events(body: dict[str, Any]) -> list[dict[str, Any]]:
-    raw = body.get("events") or []
-    if not isinstance(raw, list):
-        raise RoostError("bad-request", "field 'events' must be a list", {"field": "events"})
-    out = []
-    for item in raw:
-        if not isinstance(item, dict) or item.get("kind") not in p.EVENT_KINDS:
-            raise RoostError("bad-request", "each event needs a known 'kind'", {"field": "events"})
-        out.append(item)
-    return out
-
-
-def _check_op(body: dict[str, Any]) -> dict[str, Any] | None:
-    raw = body.get("op")
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise RoostError("bad-request", "field 'op' must be a map", {"field": "op"})
-    op = {
-        "id": f.req_str(raw, "id", max_len=128),
-        "method": f.req_str(raw, "method"),
-        "record": f.opt_str(raw, "record"),
-        "state": f.opt_str(raw, "state") or "terminal",
-        "result": f.opt_map(raw, "result"),
-    }
-    if op["state"] not in db.OP_STATES:
-        raise RoostError(
-            "bad-request", "field 'op.state' is not an operation state", {"field": "op"}
-        )
-    return op
 
 
 class StateStore:
@@ -94,6 +63,7 @@ class StateStore:
         ):
             handler = getattr(self, "_" + name.replace(".", "_"))
             peer.handlers["state." + name] = handler
+        Journal(self).register(peer)
 
     async def writer(self) -> None:
         while True:
@@ -126,12 +96,12 @@ class StateStore:
             else:
                 future.set_result(result)
 
-    async def _write(self, mutation: Mutation) -> dict[str, Any]:
+    async def write(self, mutation: Mutation) -> dict[str, Any]:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         await self._queue.put((mutation, future))
         return await future
 
-    def _append(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def append(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Append; returns only the events newly written (re-sent spooled ones are skipped)."""
         written = [db.append_event(self.conn, e) for e in events]
         return [e for e in written if not e.get("duplicate")]
@@ -151,9 +121,9 @@ class StateStore:
         def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             ws, created = db.add_workspace(self.conn, path, name)
             events = [{"kind": "workspace.added", "data": ws}] if created else []
-            return {"workspace": ws, "created": created}, self._append(events)
+            return {"workspace": ws, "created": created}, self.append(events)
 
-        return await self._write(mutation)
+        return await self.write(mutation)
 
     async def _workspace_list(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         return {"workspaces": db.list_workspaces(self.conn)}
@@ -163,21 +133,21 @@ class StateStore:
 
     async def _record_create(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record = Record.from_row(f.opt_map(body, "record"))
-        events = _check_events(body)
+        events = check_events(body)
 
         def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             record.created = record.updated = time.time()
             db.insert_record(self.conn, record)
-            return {"record": record.to_wire()}, self._append(events)
+            return {"record": record.to_wire()}, self.append(events)
 
-        return await self._write(mutation)
+        return await self.write(mutation)
 
     async def _record_update(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record_id = f.req_str(body, "id")
         changes = f.opt_map(body, "set")
         expect_states = f.str_list(body, "expect_states")
         expect_generation = f.opt_int(body, "expect_generation")
-        events = _check_events(body)
+        events = check_events(body)
 
         def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             current = db.get_record(self.conn, record_id)
@@ -195,9 +165,9 @@ class StateStore:
                 )
             db.update_record(self.conn, record_id, {**changes, "updated": time.time()})
             record = db.get_record(self.conn, record_id)
-            return {"record": record.to_wire(), "previous": current.to_wire()}, self._append(events)
+            return {"record": record.to_wire(), "previous": current.to_wire()}, self.append(events)
 
-        return await self._write(mutation)
+        return await self.write(mutation)
 
     async def _record_get(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record = db.get_record(self.conn, f.req_str(body, "id"))
@@ -213,7 +183,7 @@ class StateStore:
     async def _record_delete(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record_id = f.req_str(body, "id")
         expect_states = f.str_list(body, "expect_states")
-        events = _check_events(body)
+        events = check_events(body)
 
         def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             current = db.get_record(self.conn, record_id)
@@ -224,15 +194,15 @@ class StateStore:
                     {"record": record_id, "state": current.state},
                 )
             db.delete_record(self.conn, record_id)
-            return {"record": current.to_wire()}, self._append(events)
+            return {"record": current.to_wire()}, self.append(events)
 
-        return await self._write(mutation)
+        return await self.write(mutation)
 
     async def _events_append(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         """Append events; with ``op``, record the operation in the same transaction, and a
         repeated operation id returns the first outcome without appending anything."""
-        events = _check_events(body)
-        op = _check_op(body)
+        events = check_events(body)
+        op = check_op(body)
 
         def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             if op is not None and (seen := db.get_op(self.conn, op["id"])) is not None:
@@ -248,101 +218,7 @@ class StateStore:
                 db.put_op(self.conn, op)
             return {"seqs": seqs}, [e for e in written if not e.get("duplicate")]
 
-        return await self._write(mutation)
-
-    async def _op_get(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        return {"op": db.get_op(self.conn, f.req_str(body, "id", max_len=128))}
-
-    async def _op_put(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        op = _check_op(body)
-        if op is None:
-            raise RoostError("bad-request", "field 'op' is required", {"field": "op"})
-
-        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
-            db.put_op(self.conn, op)
-            return {"op": db.get_op(self.conn, op["id"])}, []
-
-        return await self._write(mutation)
-
-    async def _turn_begin(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        """Create a running turn, its accepted operation and its input event, atomically."""
-        turn = f.opt_map(body, "turn")
-        for key in ("id", "record", "text"):
-            f.text(turn, key)
-        f.req_int(turn, "generation")
-        op = _check_op(body)
-        events = _check_events(body)
-
-        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
-            if op is not None and (seen := db.get_op(self.conn, op["id"])) is not None:
-                return {"duplicate": True, "op": seen, **(seen["result"] or {})}, []
-            db.begin_turn(self.conn, {**turn, "op": op["id"] if op else None})
-            written = self._append(events)
-            result = {"turn": turn["id"], "seq": written[0]["seq"] if written else None}
-            if op is not None:
-                db.put_op(self.conn, {**op, "state": "accepted", "result": result})
-            return result, written
-
-        return await self._write(mutation)
-
-    async def _turn_end(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        turn_id, state = f.req_str(body, "id"), f.req_str(body, "state")
-        if state not in db.TURN_STATES[1:]:
-            raise RoostError("bad-request", "field 'state' must end a turn", {"field": "state"})
-        result = f.opt_map(body, "result")
-        events = _check_events(body)
-
-        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
-            return self._end_turn(turn_id, state, result, events)
-
-        return await self._write(mutation)
-
-    def _end_turn(
-        self, turn_id: str, state: str, result: dict[str, Any], events: list[dict[str, Any]]
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        turn = db.get_turn(self.conn, turn_id)
-        if turn is None or not db.end_turn(self.conn, turn_id, state, result):
-            return {"ended": False, "turn": turn}, []
-        if turn["op"]:
-            op_state = "interrupted" if state == "interrupted" else "terminal"
-            op = db.get_op(self.conn, turn["op"]) or {"id": turn["op"], "method": "session.turn"}
-            db.put_op(
-                self.conn,
-                {
-                    **op,
-                    "record": turn["record"],
-                    "state": op_state,
-                    "result": {"turn": turn_id, "status": state, **result},
-                },
-            )
-        status = {
-            "kind": "session.turn",
-            "record": turn["record"],
-            "generation": turn["generation"],
-            "data": {"turn": turn_id, "status": state, **result},
-        }
-        return {"ended": True, "turn": db.get_turn(self.conn, turn_id)}, self._append(
-            [*events, status]
-        )
-
-    async def _turn_interrupt(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        record_id, reason = f.req_str(body, "record"), f.opt_str(body, "reason") or "lost"
-
-        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
-            ended, published = [], []
-            for turn in db.running_turns(self.conn, record_id):
-                _, events = self._end_turn(turn["id"], "interrupted", {"reason": reason}, [])
-                ended.append(turn["id"])
-                published += events
-            return {"interrupted": ended}, published
-
-        return await self._write(mutation)
-
-    async def _turn_get(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        return {"turn": db.get_turn(self.conn, f.req_str(body, "id", max_len=128))}
-
-    async def _turn_latest(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        return {"turn": db.latest_turn(self.conn, f.req_str(body, "record", max_len=128))}
+        return await self.write(mutation)
 
     async def _events_since(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         after = f.opt_int(body, "after") or 0

@@ -1,9 +1,11 @@
 """The session supervisor (address ``session/<record_id>``): one detached process per live session.
 
-It owns the agent's PTY, feeds a pyte screen, appends raw output to the transcript and publishes it
-with byte offsets, takes input (committing an input event before typing it), asks the provider's
-adapter actor to classify the screen, and stops the agent with SIGTERM then SIGKILL. It runs in its
-own session and process group, so it outlives the node daemon and re-registers when it returns.
+In ``pty`` mode it owns the agent's PTY (``pty_agent``), feeds a pyte screen, appends raw output to
+the transcript and publishes it with byte offsets, and types input only after its event is
+committed. In ``stream`` mode it runs one headless provider process per turn (``turns``). Either
+way, what must not be lost goes through the on-disk outbox, so a node that is away for a while
+finds it all, in order, when it returns. It runs in its own session and process group, outlives
+the node daemon and re-registers when the broker is back.
 """
 
 from __future__ import annotations
@@ -21,10 +23,14 @@ import msgpack
 import structlog
 import zmq.asyncio
 
+from roost.actors.delivery import Deliverer
+from roost.actors.outbox import Outbox
 from roost.actors.peer import Peer
 from roost.actors.process import run_until_stopped, setup_logging
-from roost.actors.pty_backend import ExitStatus, PtyBackend, spawn_pty
+from roost.actors.pty_agent import PtyAgent
+from roost.actors.pty_backend import ExitStatus
 from roost.actors.terminal import Terminal, Transcript
+from roost.actors.turns import TurnRunner
 from roost.adapters.base import KEYS
 from roost.broker import fields as f
 from roost.broker import protocol as p
@@ -32,7 +38,6 @@ from roost.broker.errors import RoostError
 
 log = structlog.get_logger("roost.supervisor")
 
-READ_CHUNK = 65536
 CLASSIFY_DELAY = 0.15
 RETRY_S = 0.5
 
@@ -47,11 +52,14 @@ class Supervisor:
         self.instance_id: str = spec["instance_id"]
         self.provider: str = spec["provider"]
         self.submit: bytes = spec.get("submit", b"\r")
+        self.dir = Path(spec["session_dir"])
         self.term = Terminal(spec["rows"], spec["cols"])
-        self.transcript = Transcript(Path(spec["session_dir"]) / "transcript.bin")
-        self.pty: PtyBackend | None = None
+        self.transcript = Transcript(self.dir / "transcript.bin")
+        self.deliver = Deliverer(peer, self.provider, self.instance_id, self._render)
+        self.outbox = Outbox(self.dir, self.deliver)
+        self.agent: PtyAgent | None = None
+        self.turns: TurnRunner | None = None
         self.exit: ExitStatus | None = None
-        self.exited = asyncio.Event()
         self.classification: dict[str, Any] = {}
         self._classify_task: asyncio.Task[None] | None = None
         self._input_lock = asyncio.Lock()
@@ -64,6 +72,7 @@ class Supervisor:
                 "session.screen": self.on_screen,
                 "session.stop": self.on_stop,
                 "session.transcript": self.on_transcript,
+                "session.turn": self.on_turn,
             }
         )
         peer.on_registered.append(self.attach)
@@ -76,41 +85,18 @@ class Supervisor:
             "instance": self.instance_id,
         }
 
+    def _stamp(self, entry: dict[str, Any]) -> dict[str, Any]:
+        return {**entry, "record": self.record_id, "generation": self.generation}
+
     # -- the agent -----------------------------------------------------------------------------
 
     def launch(self) -> None:
-        spec = self.spec
-        self.pty = spawn_pty(spec["argv"], spec["cwd"], spec["env"], spec["rows"], spec["cols"])
-        log.info("agent-started", record=self.record_id, pid=self.pty.pid)
-        if self.pty.fd is not None:
-            asyncio.get_running_loop().add_reader(self.pty.fd, self._readable)
-        else:
-            asyncio.get_running_loop().create_task(self._read_thread())
-
-    def _readable(self) -> None:
-        assert self.pty is not None
-        try:
-            data = self.pty.read(READ_CHUNK)
-        except OSError:
-            data = b""
-        if not data:
-            assert self.pty.fd is not None
-            asyncio.get_running_loop().remove_reader(self.pty.fd)
-            asyncio.get_running_loop().create_task(self._reap())
+        if self.spec["mode"] == "stream":
+            self.turns = TurnRunner(self.peer, self.outbox, self.spec, self.term, self.transcript)
             return
-        self._on_output(data)
-
-    async def _read_thread(self) -> None:
-        assert self.pty is not None
-        while True:
-            try:
-                data = await asyncio.to_thread(self.pty.read, READ_CHUNK)
-            except (OSError, EOFError):
-                data = b""
-            if not data:
-                await self._reap()
-                return
-            self._on_output(data)
+        self.agent = PtyAgent(self.spec, self._on_output, self._on_exit)
+        self.agent.launch()
+        log.info("agent-started", record=self.record_id, pid=self.agent.pid)
 
     def _on_output(self, data: bytes) -> None:
         offset = self.transcript.append(data)
@@ -127,67 +113,63 @@ class Supervisor:
             )
         self._schedule_classify()
 
-    async def _reap(self) -> None:
-        assert self.pty is not None
-        while (status := self.pty.poll()) is None:
-            await asyncio.sleep(0.05)
-        if self.exit is None:
-            self.exit = status
-            log.info("agent-exited", record=self.record_id, **status.to_wire())
-            self.snapshot()
-            self.exited.set()
-            asyncio.get_running_loop().create_task(self._report_exit())
+    def _on_exit(self, status: ExitStatus) -> None:
+        self.exit = status
+        self.snapshot()
+        self.outbox.put(
+            self._stamp(
+                {
+                    "t": "report",
+                    "method": "node.session.exited",
+                    "body": {**self.session_address, "exit": status.to_wire()},
+                }
+            )
+        )
+        self._finishing = asyncio.get_running_loop().create_task(self._finish())
+
+    async def _finish(self) -> None:
+        """Leave once the node has everything (however long it is away)."""
+        while not await self.outbox.drained(60.0):
+            pass
+        self._stop.set()
+
+    def _render(self, events: list[dict[str, Any]]) -> None:
+        if self.turns is not None:
+            self.turns.render(events)
 
     def snapshot(self) -> None:
         """Keep the last screen beside the transcript, for ``show --screen`` of a dormant record."""
-        path = Path(self.spec["session_dir"]) / "screen.txt"
         with contextlib.suppress(OSError):
-            tmp = path.with_suffix(".tmp")
+            tmp = self.dir / "screen.tmp"
             tmp.write_text(self.term.text())
-            os.replace(tmp, path)
-
-    async def watch_exit(self) -> None:
-        """A backstop for agents whose descendants keep the PTY open after they exit."""
-        while self.pty is not None and not self.exited.is_set():
-            await asyncio.sleep(1.0)
-            if self.pty.poll() is not None:
-                await self._reap()
+            os.replace(tmp, self.dir / "screen.txt")
 
     # -- talking to the node -------------------------------------------------------------------
 
-    async def _call_until_done(self, method: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        """Retry a call to the node until it answers (across node restarts); None if fenced."""
+    async def attach(self) -> None:
+        """After every (re)registration: tell the node who we are; a fenced supervisor leaves."""
         while True:
             try:
-                return await self.peer.call("node", method, body, timeout=5.0)
+                await self.peer.call(
+                    "node",
+                    "node.session.attach",
+                    {
+                        **self.session_address,
+                        "pid": os.getpid(),
+                        "agent_pid": self.agent.pid if self.agent else None,
+                        "exited": self.exit.to_wire() if self.exit else None,
+                        "classification": self.classification or None,
+                    },
+                    timeout=5.0,
+                )
+                return
             except RoostError as err:
                 if err.code in ("stale-generation", "not-found"):
-                    log.warning("fenced", record=self.record_id, method=method, code=err.code)
-                    return None
+                    log.warning("fenced", record=self.record_id, code=err.code)
+                    await self.shutdown(grace=2.0)
+                    self._stop.set()
+                    return
                 await asyncio.sleep(RETRY_S)
-
-    async def attach(self) -> None:
-        assert self.pty is not None
-        reply = await self._call_until_done(
-            "node.session.attach",
-            {
-                **self.session_address,
-                "pid": os.getpid(),
-                "agent_pid": self.pty.pid,
-                "exited": self.exit.to_wire() if self.exit else None,
-                "classification": self.classification or None,
-            },
-        )
-        if reply is None:
-            await self._terminate(grace=2.0)
-            self._stop.set()
-
-    async def _report_exit(self) -> None:
-        assert self.exit is not None
-        await self._call_until_done(
-            "node.session.exited", {**self.session_address, "exit": self.exit.to_wire()}
-        )
-        self._stop.set()
 
     def _schedule_classify(self) -> None:
         if self._classify_task is None or self._classify_task.done():
@@ -204,20 +186,21 @@ class Supervisor:
             )
         except RoostError:
             return
-        if result == self.classification:
-            return
-        self.classification = result
-        with contextlib.suppress(RoostError):
-            await self.peer.call(
-                "node",
-                "node.session.classified",
-                {**self.session_address, "classification": result},
-                timeout=3.0,
+        if result != self.classification:
+            self.classification = result
+            self.outbox.put(
+                self._stamp(
+                    {
+                        "t": "report",
+                        "method": "node.session.classified",
+                        "body": {**self.session_address, "classification": result},
+                    }
+                )
             )
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _fence(self, header: p.Header) -> PtyBackend:
+    def _fence(self, header: p.Header) -> None:
         session = header.session or {}
         if session.get("generation", self.generation) != self.generation:
             raise RoostError(
@@ -225,31 +208,47 @@ class Supervisor:
                 "the request names another generation",
                 {"generation": self.generation},
             )
-        if self.pty is None or self.exit is not None:
+        if self.exit is not None:
             raise RoostError("session-not-live", "the agent has exited")
-        return self.pty
+
+    def _pty(self, header: p.Header) -> PtyAgent:
+        self._fence(header)
+        if self.agent is None:
+            raise RoostError(
+                "bad-request",
+                "a stream-mode session takes turns, not typed input",
+                {"field": "mode"},
+            )
+        return self.agent
 
     async def _type(
         self, header: p.Header, kind: str, data: bytes, shown: dict[str, Any]
     ) -> dict[str, Any]:
-        """Commit the input event, then type it: accepted means durable."""
-        pty = self._fence(header)
+        """Commit the input event (and its operation), then type it: accepted means durable."""
+        agent = self._pty(header)
         async with self._input_lock:
-            committed = await self.peer.call(
-                "state",
-                "state.events.append",
-                {
-                    "events": [
-                        {
-                            "kind": "session.input",
-                            "record": self.record_id,
-                            "generation": self.generation,
-                            "data": {"input": kind, **shown},
-                        }
-                    ]
-                },
-            )
-            pty.write(data)
+            if not await self.outbox.drained(5.0):
+                raise RoostError("unavailable", "earlier events are still being delivered")
+            body: dict[str, Any] = {
+                "events": [
+                    {
+                        "kind": "session.input",
+                        "record": self.record_id,
+                        "generation": self.generation,
+                        "data": {"input": kind, **shown},
+                    }
+                ]
+            }
+            if header.op:
+                body["op"] = {"id": header.op, "method": header.method, "record": self.record_id}
+            committed = await self.peer.call("state", "state.events.append", body)
+            if committed.get("duplicate"):
+                return {
+                    "accepted": True,
+                    "duplicate": True,
+                    "seq": (committed["seqs"] or [None])[0],
+                }
+            agent.write(data)
         return {"accepted": True, "seq": committed["seqs"][0]}
 
     async def on_prompt(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
@@ -270,10 +269,18 @@ class Supervisor:
         data = b"".join(self.submit if k == "enter" else KEYS[k] for k in keys)
         return await self._type(header, "key", data, {"keys": keys})
 
+    async def on_turn(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        self._fence(header)
+        if self.turns is None:
+            raise RoostError(
+                "bad-request", "turns need a stream-mode session; use prompt", {"field": "mode"}
+            )
+        return await self.turns.start(f.text(body, "text"), header.op)
+
     async def on_resize(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        pty = self._fence(header)
         rows, cols = f.req_int(body, "rows", lo=2, hi=1000), f.req_int(body, "cols", lo=2, hi=1000)
-        pty.resize(rows, cols)
+        if self.agent is not None:
+            self._pty(header).resize(rows, cols)
         self.term.resize(rows, cols)
         return {"rows": rows, "cols": cols}
 
@@ -284,6 +291,8 @@ class Supervisor:
             "offset": self.transcript.offset,
             "generation": self.generation,
             "classification": self.classification or None,
+            "turn": self.turns.running if self.turns else None,
+            "undelivered": self.outbox.size,
         }
 
     async def on_transcript(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
@@ -297,28 +306,20 @@ class Supervisor:
 
     async def on_stop(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         grace_ms = f.opt_int(body, "grace_ms", hi=60_000)
-        grace = (3000 if grace_ms is None else grace_ms) / 1000
-        await self._terminate(grace)
+        await self.shutdown((3000 if grace_ms is None else grace_ms) / 1000)
+        if self.agent is None:  # stream mode: the supervisor's end is the session's exit
+            self.exit = ExitStatus(0, None)
+            self.snapshot()
+            self._finishing = asyncio.get_running_loop().create_task(self._finish())
+        # no waiting for the outbox here: the node holds the record while it awaits this reply
         assert self.exit is not None
         return {"exit": self.exit.to_wire()}
 
-    async def _terminate(self, grace: float) -> None:
-        if self.pty is None or self.exited.is_set():
-            return
-        self.pty.signal_group(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(self._wait_exit(), grace)
-        except TimeoutError:
-            log.warning("agent-kill", record=self.record_id, reason="SIGTERM grace expired")
-            self.pty.signal_group(signal.SIGKILL)
-            await self._wait_exit()
-
-    async def _wait_exit(self) -> None:
-        assert self.pty is not None
-        while not self.exited.is_set():
-            if self.pty.poll() is not None:
-                await self._reap()
-            await asyncio.sleep(0.02)
+    async def shutdown(self, grace: float) -> None:
+        if self.turns is not None:
+            await self.turns.stop()
+        if self.agent is not None:
+            await self.agent.terminate(grace)
 
 
 async def serve(spec: dict[str, Any], stop: asyncio.Event) -> None:
@@ -337,24 +338,30 @@ async def serve(spec: dict[str, Any], stop: asyncio.Event) -> None:
         },
     )
     supervisor = Supervisor(spec, peer, stop)
+    tasks = [asyncio.create_task(peer.run()), asyncio.create_task(supervisor.outbox.run())]
     try:
         supervisor.launch()
     except RoostError as err:
         log.error("launch-failed", record=supervisor.record_id, reason=err.message)
         supervisor.exit = ExitStatus(127, None)
-        peer_task = asyncio.create_task(peer.run())
-        await supervisor._call_until_done(
-            "node.session.failed", {**supervisor.session_address, "error": err.to_body()}
+        supervisor.outbox.put(
+            supervisor._stamp(
+                {
+                    "t": "report",
+                    "method": "node.session.failed",
+                    "body": {**supervisor.session_address, "error": err.to_body()},
+                }
+            )
         )
-        peer_task.cancel()
-        return
-    tasks = [asyncio.create_task(peer.run()), asyncio.create_task(supervisor.watch_exit())]
+        await supervisor.outbox.drained(30.0)
+        stop.set()
     await stop.wait()
-    await supervisor._terminate(grace=2.0)
+    await supervisor.shutdown(grace=2.0)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     supervisor.transcript.close()
+    supervisor.outbox.close()
     ctx.destroy(0)
 
 

@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from roost.broker.errors import RoostError
+
 # Screen/process classification states.
 STARTING, READY, BUSY, ATTENTION, SHELL, EXITED = (
     "starting",
@@ -103,6 +105,20 @@ class Adapter(ABC):
     @abstractmethod
     def classify(self, screen: str, *, exited: bool) -> Classification:
         """Read the visible screen; an approval or trust screen is reported, never answered."""
+
+    def turn(self, provider_session: str, text: str, ctx: LaunchContext, *, first: bool) -> Launch:
+        """The headless process of one stream-mode turn (``first``: the conversation is new)."""
+        raise RoostError(
+            "bad-request", f"{self.provider} has no headless (stream) mode", {"field": "mode"}
+        )
+
+    def parse(self, line: str, stream: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Session events for one line of a turn's output, and facts about the turn."""
+        if stream == "stderr":
+            return (
+                [{"kind": "session.stderr", "data": {"line": line[:4096]}}] if line.strip() else []
+            ), {}
+        return [], {}
 
     def discover_identity(self, screen: str, ctx: LaunchContext) -> str | None:
         """The provider session id when it is not assigned up front (codex, kimi)."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
+from roost.adapters import stream_json
 from roost.adapters.base import (
     BUSY,
     EXITED,
@@ -38,6 +40,26 @@ class EchoAdapter(Adapter):
     def resume(self, provider_session: str, ctx: LaunchContext) -> Launch:
         argv = [sys.executable, "-m", AGENT_MODULE, "--resume", provider_session]
         return Launch(argv=argv, env=self._env(ctx), provider_session=provider_session)
+
+    def turn(self, provider_session: str, text: str, ctx: LaunchContext, *, first: bool) -> Launch:
+        flag = "--session-id" if first else "--resume"
+        argv = [
+            sys.executable,
+            "-m",
+            AGENT_MODULE,
+            "-p",
+            text,
+            "--output-format",
+            "stream-json",
+            flag,
+            provider_session,
+        ]
+        return Launch(argv=argv, env=self._env(ctx), provider_session=provider_session)
+
+    def parse(self, line: str, stream: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        if stream == "stderr":
+            return super().parse(line, stream)
+        return stream_json.parse_line(line)
 
     def classify(self, screen: str, *, exited: bool) -> Classification:
         if exited:

@@ -7,6 +7,10 @@ so roost's cold resume is real, not simulated.
 
     python -m roost.adapters.echo_agent --session-id ID     # a fresh conversation
     python -m roost.adapters.echo_agent --resume ID         # continue one
+    python -m roost.adapters.echo_agent -p TEXT --output-format stream-json --resume ID
+                                                            # one headless turn, claude's shape
+In headless mode a prompt ``/tool echo X`` makes a tool call and its result first. For tests:
+``ROOST_ECHO_DELAY_MS`` paces the JSON lines, ``ROOST_ECHO_FAIL=1`` ends the turn with an error.
 Session files live in ``$ROOST_ECHO_HOME`` (default ``~/.roost-echo``)/sessions/ID.jsonl.
 """
 
@@ -60,14 +64,111 @@ def open_session(args: argparse.Namespace) -> tuple[str, Path]:
     return session_id, path
 
 
+def emit(obj: dict[str, object]) -> None:
+    delay = int(os.environ.get("ROOST_ECHO_DELAY_MS", "0"))
+    if delay:
+        time.sleep(delay / 1000)
+    print(json.dumps(obj), flush=True)
+
+
+def headless(args: argparse.Namespace) -> int:
+    """One turn, written as claude-style stream-json lines; history is appended only at the end."""
+    session_id = args.resume or args.session_id or str(uuid.uuid4())
+    path = sessions_dir() / f"{session_id}.jsonl"
+    if not ID_RE.match(session_id) or (args.resume and not path.exists()):
+        print(f"Error: no conversation found with session ID: {session_id}", file=sys.stderr)
+        return 1
+    if not args.resume and path.exists():
+        print(f"Error: Session ID {session_id} is already in use.", file=sys.stderr)
+        return 1
+    turns = count_turns(path) if path.exists() else 0
+    path.touch()  # the conversation exists from its init line on, as with claude
+    text: str = args.print
+    emit(
+        {
+            "type": "system",
+            "subtype": "init",
+            "session_id": session_id,
+            "cwd": os.getcwd(),
+            "model": "echo",
+            "turns_before": turns,
+        }
+    )
+    if text.startswith("/tool "):
+        command = text[len("/tool ") :]
+        tool_id = f"toolu_echo_{turns + 1}"
+        emit(
+            {
+                "type": "assistant",
+                "session_id": session_id,
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": tool_id,
+                            "name": "Bash",
+                            "input": {"command": command},
+                        }
+                    ],
+                },
+            }
+        )
+        output = command[5:] if command.startswith("echo ") else "ok"
+        emit(
+            {
+                "type": "user",
+                "session_id": session_id,
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": tool_id,
+                            "content": output,
+                            "is_error": False,
+                        }
+                    ],
+                },
+            }
+        )
+    failed = os.environ.get("ROOST_ECHO_FAIL") == "1"
+    answer = "echo failed on purpose" if failed else f"echo: {text}"
+    emit(
+        {
+            "type": "assistant",
+            "session_id": session_id,
+            "message": {"role": "assistant", "content": [{"type": "text", "text": answer}]},
+        }
+    )
+    emit(
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": failed,
+            "result": answer,
+            "session_id": session_id,
+            "num_turns": turns + 1,
+        }
+    )
+    if not failed:
+        with path.open("a") as fh:
+            fh.write(json.dumps({"ts": time.time(), "user": text, "assistant": answer}) + "\n")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="echo-agent")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--session-id")
     group.add_argument("--resume")
+    parser.add_argument("-p", "--print", help="headless: answer this prompt and exit")
+    parser.add_argument("--output-format", choices=["stream-json"], default="stream-json")
     args = parser.parse_args(argv)
     if os.environ.get("ROOST_ECHO_IGNORE_TERM") == "1":  # lets tests prove SIGKILL escalation
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.print is not None:
+        return headless(args)
     print("roost echo agent 1 - answers every line with 'echo: <line>'; /exit quits", flush=True)
     _, path = open_session(args)
     while True:

@@ -1,0 +1,167 @@
+"""Operations and turns in the state store: what makes retries safe and turns accounted for.
+
+An operation id seen before returns its first outcome; a turn is created with its accepted
+operation and its user-input event in one transaction, and ended (completed, failed or
+interrupted) exactly once, its operation following it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from roost.actors import db
+from roost.actors.peer import Peer
+from roost.broker import fields as f
+from roost.broker import protocol as p
+from roost.broker.errors import RoostError
+
+if TYPE_CHECKING:
+    from roost.actors.state import StateStore
+
+
+def check_events(body: dict[str, Any]) -> list[dict[str, Any]]:
+    raw = body.get("events") or []
+    if not isinstance(raw, list):
+        raise RoostError("bad-request", "field 'events' must be a list", {"field": "events"})
+    out = []
+    for item in raw:
+        if not isinstance(item, dict) or item.get("kind") not in p.EVENT_KINDS:
+            raise RoostError("bad-request", "each event needs a known 'kind'", {"field": "events"})
+        out.append(item)
+    return out
+
+
+def check_op(body: dict[str, Any]) -> dict[str, Any] | None:
+    raw = body.get("op")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise RoostError("bad-request", "field 'op' must be a map", {"field": "op"})
+    op = {
+        "id": f.req_str(raw, "id", max_len=128),
+        "method": f.req_str(raw, "method"),
+        "record": f.opt_str(raw, "record"),
+        "state": f.opt_str(raw, "state") or "terminal",
+        "result": f.opt_map(raw, "result"),
+    }
+    if op["state"] not in db.OP_STATES:
+        raise RoostError(
+            "bad-request", "field 'op.state' is not an operation state", {"field": "op"}
+        )
+    return op
+
+
+class Journal:
+    """The ``state.op.*`` and ``state.turn.*`` methods."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    def register(self, peer: Peer) -> None:
+        for name in (
+            "op.get",
+            "op.put",
+            "turn.begin",
+            "turn.end",
+            "turn.interrupt",
+            "turn.get",
+            "turn.latest",
+        ):
+            peer.handlers["state." + name] = getattr(self, "_" + name.replace(".", "_"))
+
+    async def _op_get(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return {"op": db.get_op(self.store.conn, f.req_str(body, "id", max_len=128))}
+
+    async def _op_put(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        op = check_op(body)
+        if op is None:
+            raise RoostError("bad-request", "field 'op' is required", {"field": "op"})
+
+        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            db.put_op(self.store.conn, op)
+            return {"op": db.get_op(self.store.conn, op["id"])}, []
+
+        return await self.store.write(mutation)
+
+    async def _turn_begin(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a running turn, its accepted operation and its input event, atomically."""
+        turn = f.opt_map(body, "turn")
+        for key in ("id", "record", "text"):
+            f.text(turn, key)
+        f.req_int(turn, "generation")
+        op = check_op(body)
+        events = check_events(body)
+
+        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            if op is not None and (seen := db.get_op(self.store.conn, op["id"])) is not None:
+                return {"duplicate": True, "op": seen, **(seen["result"] or {})}, []
+            db.begin_turn(self.store.conn, {**turn, "op": op["id"] if op else None})
+            written = self.store.append(events)
+            result = {"turn": turn["id"], "seq": written[0]["seq"] if written else None}
+            if op is not None:
+                db.put_op(self.store.conn, {**op, "state": "accepted", "result": result})
+            return result, written
+
+        return await self.store.write(mutation)
+
+    async def _turn_end(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        turn_id, state = f.req_str(body, "id"), f.req_str(body, "state")
+        if state not in db.TURN_STATES[1:]:
+            raise RoostError("bad-request", "field 'state' must end a turn", {"field": "state"})
+        result = f.opt_map(body, "result")
+        events = check_events(body)
+
+        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            return self.end_turn(turn_id, state, result, events)
+
+        return await self.store.write(mutation)
+
+    def end_turn(
+        self, turn_id: str, state: str, result: dict[str, Any], events: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        turn = db.get_turn(self.store.conn, turn_id)
+        if turn is None or not db.end_turn(self.store.conn, turn_id, state, result):
+            return {"ended": False, "turn": turn}, []
+        if turn["op"]:
+            op_state = "interrupted" if state == "interrupted" else "terminal"
+            op = db.get_op(self.store.conn, turn["op"]) or {
+                "id": turn["op"],
+                "method": "session.turn",
+            }
+            db.put_op(
+                self.store.conn,
+                {
+                    **op,
+                    "record": turn["record"],
+                    "state": op_state,
+                    "result": {"turn": turn_id, "status": state, **result},
+                },
+            )
+        status = {
+            "kind": "session.turn",
+            "record": turn["record"],
+            "generation": turn["generation"],
+            "data": {"turn": turn_id, "status": state, **result},
+        }
+        return {"ended": True, "turn": db.get_turn(self.store.conn, turn_id)}, self.store.append(
+            [*events, status]
+        )
+
+    async def _turn_interrupt(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record_id, reason = f.req_str(body, "record"), f.opt_str(body, "reason") or "lost"
+
+        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            ended, published = [], []
+            for turn in db.running_turns(self.store.conn, record_id):
+                _, events = self.end_turn(turn["id"], "interrupted", {"reason": reason}, [])
+                ended.append(turn["id"])
+                published += events
+            return {"interrupted": ended}, published
+
+        return await self.store.write(mutation)
+
+    async def _turn_get(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return {"turn": db.get_turn(self.store.conn, f.req_str(body, "id", max_len=128))}
+
+    async def _turn_latest(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return {"turn": db.latest_turn(self.store.conn, f.req_str(body, "record", max_len=128))}

@@ -1,0 +1,128 @@
+"""A supervisor's outbox: structured events and reports, spooled on disk, delivered in order.
+
+Everything a supervisor must not lose (turn events, the end of a turn, the agent's exit) is first
+appended to ``spool.bin`` in the session's directory, then delivered by one flusher task, in order,
+retrying while the broker, node or state store is away. Each delivered entry advances ``spool.ack``.
+Events carry an id derived from the entry (``<instance>:<n>:<i>``), so an entry delivered twice
+(committed, then the ack lost with the broker) is appended once. When a supervisor dies, the node
+delivers what its spool still holds (``pending``) before it declares the session lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import structlog
+
+from roost.broker.errors import RoostError
+
+log = structlog.get_logger("roost.outbox")
+
+Entry = dict[str, Any]
+Deliver = Callable[[Entry], Awaitable[None]]
+TRANSIENT = frozenset({"unavailable", "unreachable", "timeout", "not-initialized"})
+SPOOL, ACK = "spool.bin", "spool.ack"
+
+
+def read_ack(directory: Path) -> int:
+    try:
+        return int((directory / ACK).read_text() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def pending(directory: Path) -> list[Entry]:
+    """Entries written but not yet acknowledged, in order."""
+    acked = read_ack(directory)
+    try:
+        data = (directory / SPOOL).read_bytes()
+    except OSError:
+        return []
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(data)
+    entries = []
+    with contextlib.suppress(ValueError, msgpack.OutOfData):
+        entries = [e for e in unpacker if isinstance(e, dict) and e.get("n", 0) > acked]
+    return entries
+
+
+def mark_delivered(directory: Path, n: int) -> None:
+    tmp = directory / (ACK + ".tmp")
+    tmp.write_text(str(n))
+    os.replace(tmp, directory / ACK)
+
+
+class Outbox:
+    """Ordered, durable delivery with retry; ``deliver`` raises RoostError on failure."""
+
+    def __init__(self, directory: Path, deliver: Deliver, *, retry: float = 0.3) -> None:
+        self.directory, self._deliver, self._retry = directory, deliver, retry
+        self._queue: list[Entry] = pending(directory)
+        self._n: int = max([read_ack(directory), *(int(e["n"]) for e in self._queue)])
+        self._fh = open(directory / SPOOL, "ab")  # noqa: SIM115 - held for the supervisor's life
+        self._wake = asyncio.Event()
+        self._empty = asyncio.Event()
+        if not self._queue:
+            self._empty.set()
+
+    def put(self, entry: Entry) -> int:
+        """Append durably (flushed to the OS before returning) and wake the flusher."""
+        self._n += 1
+        entry = {**entry, "n": self._n}
+        self._fh.write(msgpack.packb(entry, use_bin_type=True))
+        self._fh.flush()
+        self._queue.append(entry)
+        self._empty.clear()
+        self._wake.set()
+        return self._n
+
+    @property
+    def size(self) -> int:
+        return len(self._queue)
+
+    async def drained(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._empty.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def run(self) -> None:
+        while True:
+            if not self._queue:
+                self._empty.set()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            entry = self._queue[0]
+            try:
+                await self._deliver(entry)
+            except RoostError as err:
+                if err.code in TRANSIENT:
+                    await asyncio.sleep(self._retry)
+                    continue
+                log.error(
+                    "outbox-entry-refused",
+                    n=entry["n"],
+                    kind=entry.get("t"),
+                    code=err.code,
+                    reason=err.message,
+                )
+            self._queue.pop(0)
+            mark_delivered(self.directory, entry["n"])
+            if not self._queue:
+                self._compact()
+
+    def _compact(self) -> None:
+        """Everything is delivered: start the spool afresh so it never grows without bound."""
+        self._fh.seek(0)
+        self._fh.truncate()
+
+    def close(self) -> None:
+        self._fh.close()

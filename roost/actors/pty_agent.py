@@ -1,0 +1,120 @@
+"""The agent of a ``pty``-mode session: its PTY, output pump, exit detection and termination.
+
+Output goes to a callback as it arrives; the exit (with its status) to another, exactly once.
+Termination is SIGTERM to the agent's process group, then SIGKILL after the grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import structlog
+
+from roost.actors.pty_backend import ExitStatus, PtyBackend, spawn_pty
+
+log = structlog.get_logger("roost.pty")
+
+READ_CHUNK = 65536
+
+
+class PtyAgent:
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        on_output: Callable[[bytes], None],
+        on_exit: Callable[[ExitStatus], None],
+    ) -> None:
+        self.spec, self._on_output, self._on_exit = spec, on_output, on_exit
+        self.pty: PtyBackend | None = None
+        self.exit: ExitStatus | None = None
+        self.exited = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def pid(self) -> int | None:
+        return self.pty.pid if self.pty is not None else None
+
+    def launch(self) -> None:
+        spec = self.spec
+        self.pty = spawn_pty(spec["argv"], spec["cwd"], spec["env"], spec["rows"], spec["cols"])
+        loop = asyncio.get_running_loop()
+        if self.pty.fd is not None:
+            loop.add_reader(self.pty.fd, self._readable)
+        else:
+            self._spawn(self._read_thread())
+        self._spawn(self._watch())
+
+    def write(self, data: bytes) -> None:
+        assert self.pty is not None
+        self.pty.write(data)
+
+    def resize(self, rows: int, cols: int) -> None:
+        assert self.pty is not None
+        self.pty.resize(rows, cols)
+
+    def _readable(self) -> None:
+        assert self.pty is not None and self.pty.fd is not None
+        try:
+            data = self.pty.read(READ_CHUNK)
+        except OSError:
+            data = b""
+        if not data:
+            asyncio.get_running_loop().remove_reader(self.pty.fd)
+            self._spawn(self._reap())
+            return
+        self._on_output(data)
+
+    async def _read_thread(self) -> None:
+        assert self.pty is not None
+        while True:
+            try:
+                data = await asyncio.to_thread(self.pty.read, READ_CHUNK)
+            except (OSError, EOFError):
+                data = b""
+            if not data:
+                await self._reap()
+                return
+            self._on_output(data)
+
+    async def _reap(self) -> None:
+        assert self.pty is not None
+        while (status := self.pty.poll()) is None:
+            await asyncio.sleep(0.05)
+        if self.exit is None:
+            self.exit = status
+            log.info("agent-exited", **status.to_wire())
+            self.exited.set()
+            self._on_exit(status)
+
+    async def _watch(self) -> None:
+        """A backstop for agents whose descendants keep the PTY open after they exit."""
+        while self.pty is not None and not self.exited.is_set():
+            await asyncio.sleep(1.0)
+            if self.pty.poll() is not None:
+                await self._reap()
+
+    async def terminate(self, grace: float) -> None:
+        if self.pty is None or self.exited.is_set():
+            return
+        self.pty.signal_group(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self._wait_exit(), grace)
+        except TimeoutError:
+            log.warning("agent-kill", reason="SIGTERM grace expired")
+            self.pty.signal_group(signal.SIGKILL)
+            await self._wait_exit()
+
+    async def _wait_exit(self) -> None:
+        assert self.pty is not None
+        while not self.exited.is_set():
+            if self.pty.poll() is not None:
+                await self._reap()
+            await asyncio.sleep(0.02)

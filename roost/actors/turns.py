@@ -1,0 +1,160 @@
+"""Stream-mode turns in a supervisor: one headless provider process per turn, same conversation.
+
+A turn is accepted only after the state store committed it (turn row, its operation, its
+user-input event, in one transaction). Its process then runs to its end whatever happens to the
+client; each output line goes to the outbox (and the transcript) as it arrives, and the turn's end
+follows them. One turn at a time per session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+import structlog
+
+from roost.actors.outbox import Outbox
+from roost.actors.peer import Peer
+from roost.actors.terminal import Terminal, Transcript
+from roost.broker.errors import RoostError
+
+log = structlog.get_logger("roost.turns")
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        peer: Peer,
+        outbox: Outbox,
+        spec: dict[str, Any],
+        term: Terminal,
+        transcript: Transcript,
+    ) -> None:
+        self.peer, self.outbox, self.spec = peer, outbox, spec
+        self.term, self.transcript = term, transcript
+        self.first = not spec.get("resume")
+        self.running: str | None = None
+        self.proc: asyncio.subprocess.Process | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, text: str, op: str) -> dict[str, Any]:
+        if self.running is not None:
+            raise RoostError(
+                "busy", "a turn is already running in this session", {"turn": self.running}
+            )
+        spec = self.spec
+        plan = await self.peer.call(
+            f"adapter/{spec['provider']}",
+            "adapter.turn",
+            {
+                "provider_session": spec["provider_session"],
+                "text": text,
+                "first": self.first,
+                "mode": "stream",
+                "cwd": spec["cwd"],
+                "env": {},
+                "data_dir": spec["data_dir"],
+            },
+        )
+        if not await self.outbox.drained(5.0):
+            raise RoostError("unavailable", "earlier events are still being delivered")
+        turn_id = "t" + uuid.uuid4().hex[:11]
+        record, generation = spec["record_id"], spec["generation"]
+        body: dict[str, Any] = {
+            "turn": {"id": turn_id, "record": record, "generation": generation, "text": text},
+            "events": [
+                {
+                    "kind": "session.input",
+                    "record": record,
+                    "generation": generation,
+                    "data": {"input": "turn", "text": text, "turn": turn_id},
+                }
+            ],
+        }
+        if op:
+            body["op"] = {"id": op, "method": "session.turn", "record": record}
+        accepted = await self.peer.call("state", "state.turn.begin", body)
+        if accepted.get("duplicate"):
+            return {"accepted": True, "duplicate": True, **accepted}
+        env = {**spec["env"], **(plan.get("env") or {})}
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *plan["argv"],
+                cwd=spec["cwd"],
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            self._end(turn_id, 127, f"cannot start the provider: {exc.strerror}")
+            return {"accepted": True, "turn": turn_id, "seq": accepted.get("seq")}
+        self.running = turn_id
+        self._show(f"\r\n> {text}\r\n")
+        self._task = asyncio.get_running_loop().create_task(self._pump(turn_id, self.proc))
+        return {"accepted": True, "turn": turn_id, "seq": accepted.get("seq")}
+
+    def _show(self, text: str) -> None:
+        data = text.encode()
+        self.transcript.append(data)
+        self.term.feed(data)
+
+    def _line(self, turn_id: str, line: bytes, stream: str) -> None:
+        self.transcript.append(line)
+        self.outbox.put(
+            {
+                "t": "line",
+                "turn": turn_id,
+                "stream": stream,
+                "line": line.decode("utf-8", "replace").rstrip("\n"),
+                "record": self.spec["record_id"],
+                "generation": self.spec["generation"],
+            }
+        )
+
+    async def _pump(self, turn_id: str, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+
+        async def drain(reader: asyncio.StreamReader, stream: str) -> None:
+            while line := await reader.readline():
+                self._line(turn_id, line, stream)
+
+        await asyncio.gather(drain(proc.stdout, "stdout"), drain(proc.stderr, "stderr"))
+        code = await proc.wait()
+        self._end(turn_id, code, None)
+
+    def _end(self, turn_id: str, code: int, reason: str | None) -> None:
+        self.outbox.put(
+            {
+                "t": "turn-end",
+                "turn": turn_id,
+                "exit": code,
+                "reason": reason,
+                "record": self.spec["record_id"],
+                "generation": self.spec["generation"],
+            }
+        )
+        self.first = False
+        self.running, self.proc = None, None
+
+    def render(self, events: list[dict[str, Any]]) -> None:
+        """Show delivered turn events on the session's screen."""
+        for event in events:
+            data = event.get("data") or {}
+            if event["kind"] == "session.output":
+                self.term.feed(f"{data.get('text')}\r\n".encode())
+            elif event["kind"] == "session.tool_call":
+                self.term.feed(f"[tool {data.get('name')}] {data.get('input')}\r\n".encode())
+            elif event["kind"] == "session.tool_result":
+                self.term.feed(f"[result] {data.get('content')}\r\n".encode())
+
+    async def stop(self) -> None:
+        """Stopping a session ends its running turn's process (the turn ends failed, stopped)."""
+        if self.proc is not None and self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.terminate()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self._task, 5.0)
