@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from roost.actors import records as r
+from roost.actors.control import Control
 from roost.actors.peer import Handler, Peer
 from roost.actors.records import Record
 from roost.actors.sessions import Sessions
@@ -28,7 +29,15 @@ log = structlog.get_logger("roost.node")
 
 SWEEP_S = 1.0
 REATTACH_WAIT_S = 6.0  # a supervisor re-registers within ~2 heartbeats of a node restart
-FORWARDED = ("session.prompt", "session.input", "session.key", "session.resize")
+FORWARDED = ("session.prompt", "session.input", "session.key", "session.resize", "session.turn")
+MUTATING = (
+    "session.spawn",
+    "session.rename",
+    "session.stop",
+    "session.resume",
+    "session.forget",
+    *FORWARDED,
+)
 
 
 class NodeActor:
@@ -65,6 +74,10 @@ class NodeActor:
             "node.session.classified": self._report(sessions.on_classified),
         }
         handlers.update({m: self.forward for m in FORWARDED})
+        self.control = Control(peer, sessions)
+        for method in MUTATING:
+            handlers[method] = self.control.mutating(handlers[method])
+        handlers.update(self.control.handlers())
         peer.handlers.update(handlers)
 
     def _report(self, fn: Callable[[dict[str, Any]], Any], *, locked: bool = True) -> Handler:
@@ -94,13 +107,26 @@ class NodeActor:
     # -- node ----------------------------------------------------------------------------------
 
     async def status(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        listing = await self.peer.call("state", "state.record.list", {})
-        counts: dict[str, int] = {}
-        for rec in listing["records"]:
-            counts[rec["state"]] = counts.get(rec["state"], 0) + 1
-        return {**self._status(), "records": counts, "uptime_s": time.time() - self.started}
+        counts: dict[str, int] | None = {}
+        try:
+            listing = await self.peer.call("state", "state.record.list", {}, timeout=2.0)
+            counts = {}
+            for rec in listing["records"]:
+                counts[rec["state"]] = counts.get(rec["state"], 0) + 1
+        except RoostError:
+            counts = None  # the state store is restarting: status still answers
+        return {
+            **self._status(),
+            "records": counts,
+            "uptime_s": time.time() - self.started,
+            "busy": self.control.busy,
+            "accepting": self.control.accepting,
+            "cleaning": self.sessions.cleaning,
+        }
 
     async def shutdown(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        if self.control.busy:
+            raise RoostError("busy", "a turn is being accepted or cleaned up; nothing was stopped")
         stopped = []
         if f.opt_bool(body, "stop_sessions"):
             listing = await self.peer.call("state", "state.record.list", {})
@@ -231,17 +257,26 @@ class NodeActor:
     async def forget(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         async with self._locked(f.req_str(body, "id")) as record:
             gone = await self.sessions.forget(record)
+            self.control.claims.forget(record.id)
         return {"record": gone.to_wire(), "forgotten": True}
 
     async def forward(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record, _ = await self.sessions.find(f.req_str(body, "id"))
         r.check_generation(record, h.session)
         active = r.check_live(record)
-        reply = await self.call_session(record, h.method, body, generation=active["generation"])
+        reply = await self.call_session(
+            record, h.method, body, generation=active["generation"], op=h.op
+        )
         return {**reply, "record": record.id, "generation": record.generation}
 
     async def call_session(
-        self, record: Record, method: str, body: dict[str, Any], *, generation: int | None = None
+        self,
+        record: Record,
+        method: str,
+        body: dict[str, Any],
+        *,
+        generation: int | None = None,
+        op: str = "",
     ) -> dict[str, Any]:
         """Call a live record's supervisor; after a node restart, wait for it to re-register."""
         address = f"session/{record.id}"
@@ -255,6 +290,7 @@ class NodeActor:
             method,
             body,
             session={"generation": record.generation if generation is None else generation},
+            op=op,
         )
 
     async def transcript(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:

@@ -49,6 +49,7 @@ class Sessions:
         self.state_dir, self.endpoint, self._token = state_dir, endpoint, token
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.cleaning = 0  # losses being settled: the node answers busy to a shutdown meanwhile
 
     # -- state store helpers -------------------------------------------------------------------
 
@@ -309,6 +310,13 @@ class Sessions:
 
     async def lost(self, record: Record, *, reason: str) -> Record:
         """The supervisor is gone: make the record dormant (resumable by id) and say so."""
+        self.cleaning += 1
+        try:
+            return await self._lost(record, reason)
+        finally:
+            self.cleaning -= 1
+
+    async def _lost(self, record: Record, reason: str) -> Record:
         active = record.active or {}
         kill_session_processes(active)
         directory = self.state_dir / "sessions" / record.id

@@ -22,6 +22,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -157,6 +158,14 @@ def headless(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def ticker(interval: float) -> None:
+    n = 0
+    while True:
+        time.sleep(interval)
+        n += 1
+        print(f"tick {n}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="echo-agent")
     group = parser.add_mutually_exclusive_group()
@@ -169,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.print is not None:
         return headless(args)
+    tick = int(os.environ.get("ROOST_ECHO_TICK_MS", "0"))  # output with no input, for tests
+    if tick:
+        threading.Thread(target=ticker, args=(tick / 1000,), daemon=True).start()
     print("roost echo agent 1 - answers every line with 'echo: <line>'; /exit quits", flush=True)
     _, path = open_session(args)
     while True:

@@ -24,11 +24,16 @@ class Ctx:
     state_dir: Path
     json: bool
     timeout: float
+    op: str = ""
+    grant: str = ""
 
     def client(self) -> Client:
         return Client.for_state_dir(self.state_dir, timeout=self.timeout)
 
     def call(self, method: str, body: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+        """One request, carrying the command's operation id and claim grant, if any."""
+        kw.setdefault("op", self.op)
+        kw.setdefault("grant", self.grant)
         with self.client() as client:
             return client.call(method, body, **kw)
 
@@ -37,16 +42,31 @@ def command(fn: F) -> F:
     """Adds ``--json`` to a command and turns RoostError into an error document and exit 1."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, as_json: bool = False, **kwargs: Any) -> Any:
+    def wrapper(
+        *args: Any, as_json: bool = False, op: str = "", grant: str = "", **kwargs: Any
+    ) -> Any:
         ctx: Ctx = click.get_current_context().obj
         ctx.json = ctx.json or as_json
+        ctx.op = op or ctx.op
+        ctx.grant = grant or ctx.grant
         try:
             return fn(ctx, *args, **kwargs)
         except RoostError as err:
             fail(err, ctx.json)
 
-    option = click.option("--json", "as_json", is_flag=True, help="print one JSON document")
-    return cast(F, option(wrapper))
+    options = [
+        click.option("--json", "as_json", is_flag=True, help="print one JSON document"),
+        click.option("--op", default="", help="operation id: a repeat returns the first outcome"),
+        click.option(
+            "--grant",
+            default="",
+            envvar="ROOST_GRANT",
+            help="the claim grant to act under (env ROOST_GRANT)",
+        ),
+    ]
+    for option in options:
+        wrapper = option(wrapper)
+    return cast(F, wrapper)
 
 
 def make_ctx(state_dir: str | None, as_json: bool, timeout: float) -> Ctx:

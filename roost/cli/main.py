@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from roost import __version__
-from roost.cli import sessions
+from roost.cli import control, sessions
 from roost.cli.context import make_ctx
 from roost.cli.events import events, workspace
 from roost.cli.node import node
@@ -25,7 +25,7 @@ def cli(ctx: click.Context, state_dir: str | None, as_json: bool, timeout: float
 cli.add_command(node)
 cli.add_command(events)
 cli.add_command(workspace)
-for cmd in sessions.COMMANDS:
+for cmd in (*sessions.COMMANDS, *control.COMMANDS):
     cli.add_command(cmd)
 
 

@@ -1,0 +1,154 @@
+"""The node's control rules around mutating requests: claims, operation ids, turns, ``busy``.
+
+``mutating`` wraps a handler so that (1) the claims on the record admit the request's grant, and
+(2) a request carrying an operation id already seen returns the first outcome and does nothing
+again. Input and turns store their operation in the same transaction as their user-input event
+(in the supervisor); other mutations store it here once they complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from roost.actors.claims import DEFAULT_LEASE_MS, Claims
+from roost.actors.peer import Handler, Peer
+from roost.actors.sessions import Sessions
+from roost.broker import fields as f
+from roost.broker import protocol as p
+from roost.broker.errors import RoostError
+
+# Forwarded methods whose operation the supervisor commits with the input event.
+COMMITTED_BY_SUPERVISOR = frozenset(
+    {"session.prompt", "session.input", "session.key", "session.turn"}
+)
+TURN_POLL_S = 0.1
+
+
+def first_outcome(seen: dict[str, Any]) -> dict[str, Any]:
+    """What a repeated operation id answers: the first outcome, marked as a duplicate."""
+    result = dict(seen["result"] or {})
+    if seen["method"] in COMMITTED_BY_SUPERVISOR:
+        result["accepted"] = True
+        if result.get("seqs") and "seq" not in result:
+            result["seq"] = result["seqs"][0]
+    return {**result, "duplicate": True, "op": {"id": seen["id"], "state": seen["state"]}}
+
+
+class Control:
+    def __init__(
+        self, peer: Peer, sessions: Sessions, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.peer, self.sessions = peer, sessions
+        self.claims = Claims(clock)
+        self.accepting = 0
+        self._op_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "session.claim": self.claim,
+            "session.release": self.release,
+            "operation.lookup": self.lookup,
+            "session.turn.wait": self.turn_wait,
+        }
+
+    @property
+    def busy(self) -> bool:
+        return self.accepting > 0 or self.sessions.cleaning > 0
+
+    def mutating(self, handler: Handler) -> Handler:
+        async def wrapped(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+            ref = body.get("id")
+            if isinstance(ref, str) and ref:
+                record, _ = await self.sessions.find(ref)
+                self.claims.check(record.id, h.grant)
+            if not h.op:
+                return await self._counted(handler, h, body)
+            if len(h.op) > 128:
+                raise RoostError(
+                    "bad-request", "an operation id is at most 128 characters", {"field": "op"}
+                )
+            async with self._op_locks[h.op]:
+                seen = (await self.peer.call("state", "state.op.get", {"id": h.op}))["op"]
+                if seen is not None:
+                    return first_outcome(seen)
+                reply = await self._counted(handler, h, body)
+                if h.method not in COMMITTED_BY_SUPERVISOR:
+                    await self.peer.call(
+                        "state",
+                        "state.op.put",
+                        {
+                            "op": {
+                                "id": h.op,
+                                "method": h.method,
+                                "state": "terminal",
+                                "result": reply,
+                            }
+                        },
+                    )
+            self._op_locks.pop(h.op, None)
+            return reply
+
+        return wrapped
+
+    async def _counted(self, handler: Handler, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        counted = h.method in COMMITTED_BY_SUPERVISOR
+        self.accepting += counted
+        try:
+            return await handler(h, body)
+        finally:
+            self.accepting -= counted
+
+    async def claim(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record, _ = await self.sessions.find(f.req_str(body, "id"))
+        lease = f.opt_int(body, "lease_ms", lo=100, hi=24 * 3600 * 1000) or DEFAULT_LEASE_MS
+        grant = self.claims.claim(
+            record.id,
+            record.generation,
+            h.sender,
+            lease_ms=lease,
+            take_over=f.opt_bool(body, "take_over"),
+            renew=f.opt_str(body, "renew", max_len=64) or "",
+        )
+        return {"claim": self.claims.get(grant.record_id)}
+
+    async def release(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record, _ = await self.sessions.find(f.req_str(body, "id"))
+        self.claims.release(record.id, f.req_str(body, "grant", max_len=64))
+        return {"released": True, "record": record.id}
+
+    async def lookup(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        op_id = f.req_str(body, "op", max_len=128)
+        seen = (await self.peer.call("state", "state.op.get", {"id": op_id}))["op"]
+        if seen is None:
+            return {"op": op_id, "state": "unknown", "result": None}
+        return {
+            "op": op_id,
+            "state": seen["state"],
+            "method": seen["method"],
+            "record": seen["record"],
+            "result": seen["result"],
+        }
+
+    async def turn_wait(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """Wait (up to ``timeout_ms``) for a turn (default: the record's latest) to end."""
+        record, _ = await self.sessions.find(f.req_str(body, "id"))
+        turn_id = f.opt_str(body, "turn", max_len=64)
+        deadline = time.monotonic() + (f.opt_int(body, "timeout_ms", hi=600_000) or 30_000) / 1000
+        while True:
+            if turn_id:
+                turn = (await self.peer.call("state", "state.turn.get", {"id": turn_id}))["turn"]
+            else:
+                turn = (await self.peer.call("state", "state.turn.latest", {"record": record.id}))[
+                    "turn"
+                ]
+            if turn is None or turn["record"] != record.id:
+                raise RoostError(
+                    "not-found", "no such turn for this record", {"ref": turn_id or record.id}
+                )
+            if turn["state"] != "running" or time.monotonic() > deadline:
+                return {"turn": turn, "ended": turn["state"] != "running"}
+            await asyncio.sleep(TURN_POLL_S)
