@@ -1,0 +1,155 @@
+"""Crashes by SIGKILL: the daemon, a supervisor, a supervisor in the middle of a turn.
+
+What must hold (DESIGN.md section 7): live sessions outlive the daemon, and what they produced
+meanwhile reaches the log in order with no gap; a dead supervisor makes its record dormant,
+resumable by id, with a session-lost event, touching no other session; a turn whose supervisor
+died is interrupted, never replayed and never completed by invention.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tests.e2e.conftest import Node, wait_for
+
+
+def _kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not _alive(pid), 10, f"pid {pid} to die")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _seqs_contiguous(events: list[dict[str, Any]]) -> None:
+    seqs = [e["seq"] for e in events]
+    assert seqs == list(range(1, len(seqs) + 1)), "the event log has a gap or a duplicate"
+
+
+def _session_file(node: Node, rec: dict[str, Any]) -> Path:
+    return node.state_dir / "providers" / "echo" / "sessions" / f"{rec['provider_session']}.jsonl"
+
+
+def test_sessions_outlive_a_daemon_killed_by_sigkill(node: Node) -> None:
+    first = node.up()
+    ticking = node.run("spawn", "echo", "--name", "ticking", "--env", "ROOST_ECHO_TICK_MS=200")[
+        "record"
+    ]
+    ending = node.run("spawn", "echo", "--name", "ending")["record"]
+    streaming = node.run(
+        "spawn",
+        "echo",
+        "--name",
+        "streaming",
+        "--mode",
+        "stream",
+        "--env",
+        "ROOST_ECHO_DELAY_MS=300",
+    )["record"]
+    turn = node.run("turn", "streaming", "/tool echo during the outage")["turn"]
+    status = node.run("node", "status")
+    children = [status["actors"][n]["pid"] for n in ("state", "adapters")]
+
+    _kill(first["pid"])
+    # the node's own children follow it (their lifeline closed); supervisors do not
+    wait_for(lambda: not any(_alive(p) for p in children), 10, "state and adapters to exit")
+    assert _alive(ticking["active"]["pid"]) and _alive(streaming["active"]["pid"])
+    # while the daemon is down: the agent of 'ending' exits, the turn streams on, ticks print
+    _kill(ending["active"]["agent_pid"])
+    transcript = node.state_dir / "sessions" / ticking["id"] / "transcript.bin"
+    size = transcript.stat().st_size
+    wait_for(lambda: transcript.stat().st_size > size + 20, 10, "output while the node is down")
+    outage_bytes = transcript.read_bytes()[size:]
+
+    second = node.up()
+    assert second["incarnation"] != first["incarnation"]
+    back = wait_for(
+        lambda: r if (r := node.record("ticking"))["state"] == "live" else None,
+        15,
+        "ticking to be live",
+    )
+    assert back["generation"] == ticking["generation"]
+    assert back["active"]["pid"] == ticking["active"]["pid"]
+    assert outage_bytes[:20] in node.run("transcript", "ticking")["data"].encode()
+    assert "tick" in node.screen("ticking")
+
+    node.wait_state("ending", "dormant")
+    done = node.run("turn", "streaming", "--wait")
+    assert done["turn"]["id"] == turn and done["turn"]["state"] == "completed"
+    kinds = [e["kind"] for e in done["events"]]
+    assert kinds == [
+        "session.input",
+        "session.tool_call",
+        "session.tool_result",
+        "session.output",
+        "session.turn",
+    ]
+    events = node.events()
+    _seqs_contiguous(events)
+    exits = [e for e in events if e["kind"] == "session.exited" and e["record"] == ending["id"]]
+    assert len(exits) == 1 and exits[0]["data"]["exit"]["signal"] == signal.SIGKILL
+
+
+def test_a_supervisor_killed_makes_its_record_dormant_and_nothing_else(node: Node) -> None:
+    node.up()
+    victim = node.run("spawn", "echo", "--name", "victim")["record"]
+    bystander = node.run("spawn", "echo", "--name", "bystander")["record"]
+    node.run("prompt", "victim", "before the crash")
+    node.wait_screen("victim", "echo: before the crash")
+
+    _kill(victim["active"]["pid"])
+    lost = node.wait_state("victim", "dormant", timeout=5)
+    assert lost["provider_session"] == victim["provider_session"] and lost["active"] is None
+    assert not _alive(victim["active"]["agent_pid"])
+    kinds = [e["kind"] for e in node.events() if e["record"] == victim["id"]]
+    assert "session.lost" in kinds
+
+    other = node.record("bystander")
+    assert other["state"] == "live" and other["active"]["pid"] == bystander["active"]["pid"]
+    node.run("prompt", "bystander", "unaffected")
+    node.wait_screen("bystander", "echo: unaffected")
+
+    resumed = node.run("resume", "victim")["record"]
+    assert resumed["generation"] == 2 and resumed["provider_session"] == victim["provider_session"]
+    node.wait_screen("victim", f"resumed {victim['provider_session']} (1 turns)")
+
+
+def test_a_turn_whose_supervisor_died_is_interrupted_never_replayed(node: Node) -> None:
+    node.up()
+    rec = node.run(
+        "spawn", "echo", "--name", "s", "--mode", "stream", "--env", "ROOST_ECHO_DELAY_MS=400"
+    )["record"]
+    node.run("turn", "s", "first", "--wait")
+    history = _session_file(node, rec).read_bytes()
+    accepted = node.run("turn", "s", "/tool echo never finished", "--op", "doomed")
+    assert accepted["accepted"] and node.run("op", "doomed")["state"] == "accepted"
+
+    _kill(rec["active"]["pid"])
+    node.wait_state("s", "dormant", timeout=5)
+    assert node.run("op", "doomed")["state"] == "interrupted"
+    ended = node.run("turn", "s", "--wait")["turn"]
+    assert ended["id"] == accepted["turn"] and ended["state"] == "interrupted"
+    events = [e for e in node.events() if (e.get("data") or {}).get("turn") == accepted["turn"]]
+    assert [e["kind"] for e in events][-1] == "session.turn"
+    assert not [e for e in events if e["kind"] == "session.output"]  # never completed
+    lost = [e for e in node.events() if e["kind"] == "session.lost"]
+    assert lost[-1]["data"]["interrupted_turns"] == [accepted["turn"]]
+    assert _session_file(node, rec).read_bytes() == history  # the history stays byte for byte
+
+    # resumed and asked again with the same operation id: the first outcome, nothing re-run
+    node.run("resume", "s")
+    again = node.run("turn", "s", "/tool echo never finished", "--op", "doomed")
+    assert again["duplicate"] and again["op"]["state"] == "interrupted"
+    node.run("turn", "s", "after", "--wait")
+    texts = [e["data"]["text"] for e in node.events() if e["kind"] == "session.input"]
+    assert texts == ["first", "/tool echo never finished", "after"]
+    assert _session_file(node, rec).read_bytes().count(b"never finished") == 0
