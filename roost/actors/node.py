@@ -8,7 +8,6 @@ address for fencing, and reconciles records with the supervisors that re-registe
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from roost.actors.control import Control
 from roost.actors.peer import Handler, Peer
 from roost.actors.records import Record
 from roost.actors.sessions import Sessions
+from roost.actors.terminal import read_transcript
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
@@ -297,15 +297,8 @@ class NodeActor:
         record, _ = await self.sessions.find(f.req_str(body, "id"))
         offset = f.opt_int(body, "offset") or 0
         limit = f.opt_int(body, "limit", lo=1, hi=p.MAX_BIN // 2) or 65536
-        path = self.sessions.state_dir / "sessions" / record.id / "transcript.bin"
-        try:
-            with open(path, "rb") as fh:
-                end = os.fstat(fh.fileno()).st_size
-                fh.seek(offset)
-                data = fh.read(limit)
-        except FileNotFoundError:
-            data, end = b"", 0
-        return {"record": record.id, "offset": offset, "data": data, "end": end}
+        directory = self.sessions.state_dir / "sessions" / record.id
+        return {"record": record.id, **read_transcript(directory, offset, limit)}
 
     async def events_since(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         query: dict[str, Any] = {

@@ -235,7 +235,7 @@ class Peer:
             reply_header, reply = await asyncio.wait_for(future, timeout)
         except TimeoutError:
             raise RoostError(
-                "timeout",
+                "unavailable" if restartable(target) else "timeout",
                 f"{target} did not answer {method} in time",
                 {"target": target, "method": method},
             ) from None

@@ -54,7 +54,7 @@ class Supervisor:
         self.submit: bytes = spec.get("submit", b"\r")
         self.dir = Path(spec["session_dir"])
         self.term = Terminal(spec["rows"], spec["cols"])
-        self.transcript = Transcript(self.dir / "transcript.bin")
+        self.transcript = Transcript(self.dir)
         self.deliver = Deliverer(peer, self.provider, self.instance_id, self._render)
         self.outbox = Outbox(self.dir, self.deliver)
         self.agent: PtyAgent | None = None
@@ -298,11 +298,7 @@ class Supervisor:
     async def on_transcript(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         offset = f.opt_int(body, "offset") or 0
         limit = f.opt_int(body, "limit", lo=1, hi=p.MAX_BIN // 2) or 65536
-        return {
-            "offset": offset,
-            "data": self.transcript.read(offset, limit),
-            "end": self.transcript.offset,
-        }
+        return self.transcript.read(offset, limit)
 
     async def on_stop(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         grace_ms = f.opt_int(body, "grace_ms", hi=60_000)

@@ -1,12 +1,14 @@
 """A session's terminal as roost keeps it: the pyte screen and the append-only transcript.
 
-Raw output is appended to ``transcript.bin`` under the session's directory; its byte offset runs
-across generations, so a client that saw offset N knows exactly what it missed. The screen is what
-a human would see now, rows joined by newlines.
+Raw output is appended to ``transcript.bin`` under the session's directory (rotated at a bound,
+one older file kept); its byte offset runs across generations and rotations, so a client that saw
+offset N knows exactly what it missed. The screen is what a human would see now, rows joined by
+newlines.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -31,14 +33,23 @@ class Terminal:
         return {"row": self.screen.cursor.y, "col": self.screen.cursor.x}
 
 
-class Transcript:
-    """Append-only raw output with a running byte offset."""
+TRANSCRIPT_LIMIT = 8 * 1024 * 1024  # per file; one rotated file is kept beside the current
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._fh = open(path, "ab")  # noqa: SIM115 - held for the session's life
-        self.offset = self._fh.tell()
+
+class Transcript:
+    """Append-only raw output with a running byte offset, bounded by rotation.
+
+    ``transcript.bin`` holds the bytes from offset ``base``; ``transcript.old.bin`` the ones
+    before, from ``old_base``. Offsets never restart, so a reader knows what it missed; bytes
+    older than the rotated file are gone, and a read from there says so (``dropped``).
+    """
+
+    def __init__(self, directory: Path, limit: int = TRANSCRIPT_LIMIT) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.dir, self.limit = directory, limit
+        self.base, self.old_base = read_bases(directory)
+        self._fh = open(directory / "transcript.bin", "ab")  # noqa: SIM115 - held for life
+        self.offset = self.base + self._fh.tell()
 
     def append(self, data: bytes) -> int:
         """Write ``data``; returns the offset of its first byte."""
@@ -46,15 +57,53 @@ class Transcript:
         self._fh.write(data)
         self._fh.flush()
         self.offset += len(data)
+        if self.offset - self.base > self.limit:
+            self._rotate()
         return start
 
-    def read(self, offset: int, limit: int) -> bytes:
-        with open(self.path, "rb") as fh:
-            fh.seek(max(0, offset))
-            return fh.read(limit)
+    def _rotate(self) -> None:
+        self._fh.close()
+        os.replace(self.dir / "transcript.bin", self.dir / "transcript.old.bin")
+        self.old_base, self.base = self.base, self.offset
+        tmp = self.dir / "transcript.json.tmp"
+        tmp.write_text(json.dumps({"base": self.base, "old_base": self.old_base}))
+        os.replace(tmp, self.dir / "transcript.json")
+        self._fh = open(self.dir / "transcript.bin", "ab")  # noqa: SIM115
+
+    def read(self, offset: int, limit: int) -> dict[str, object]:
+        return read_transcript(self.dir, offset, limit)
 
     def close(self) -> None:
         self._fh.close()
+
+
+def read_bases(directory: Path) -> tuple[int, int]:
+    try:
+        raw = json.loads((directory / "transcript.json").read_text())
+        return int(raw["base"]), int(raw["old_base"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0, 0
+
+
+def read_transcript(directory: Path, offset: int, limit: int) -> dict[str, object]:
+    """Bytes from ``offset`` (at most ``limit``), across the rotated and the current file."""
+    base, old_base = read_bases(directory)
+    current = directory / "transcript.bin"
+    end = base + (current.stat().st_size if current.exists() else 0)
+    dropped = offset < old_base
+    offset = min(max(offset, old_base), end)
+    if offset < base:
+        path, skip = directory / "transcript.old.bin", offset - old_base
+        limit = min(limit, base - offset)
+    else:
+        path, skip = current, offset - base
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(skip)
+            data = fh.read(limit)
+    except FileNotFoundError:
+        data = b""
+    return {"offset": offset, "data": data, "end": end, "dropped": dropped}
 
 
 def session_dir(state_dir: Path, record_id: str) -> Path:

@@ -61,6 +61,11 @@ CLIENT_METHODS: dict[str, str] = {
     "session.resume": "cold-resume a dormant record by its provider session id",
     "session.forget": "delete a record that is not live",
     "session.transcript": "read the session's raw terminal output by byte offset",
+    "session.turn": "start a stream-mode turn: a headless provider run in the same conversation",
+    "session.turn.wait": "wait for a turn (default the latest) to end",
+    "session.claim": "claim a session for control; returns a grant with a lease",
+    "session.release": "release a claim",
+    "operation.lookup": "an operation id's outcome: accepted, terminal, interrupted or unknown",
     "events.since": "durable events after a sequence number",
 }
 

@@ -53,34 +53,60 @@ def test_resize_changes_the_screen() -> None:
     assert term.text() == "x" * 25
 
 
+def _data(transcript: Transcript, offset: int, limit: int) -> object:
+    return transcript.read(offset, limit)["data"]
+
+
 def test_transcript_offsets(tmp_path: Path) -> None:
-    transcript = Transcript(tmp_path / "s" / "transcript.bin")
+    transcript = Transcript(tmp_path / "s")
     try:
         assert transcript.offset == 0
         assert transcript.append(b"abc") == 0
         assert transcript.append(b"de") == 3
         assert transcript.offset == 5
-        assert transcript.read(0, 100) == b"abcde"
-        assert transcript.read(2, 2) == b"cd"
-        assert transcript.read(-5, 2) == b"ab"
-        assert transcript.read(99, 10) == b""
+        assert _data(transcript, 0, 100) == b"abcde"
+        assert _data(transcript, 2, 2) == b"cd"
+        assert _data(transcript, -5, 2) == b"ab"
+        assert _data(transcript, 99, 10) == b""
+        assert transcript.read(0, 1)["end"] == 5
     finally:
         transcript.close()
 
 
 def test_transcript_offsets_run_across_reopens(tmp_path: Path) -> None:
-    path = tmp_path / "transcript.bin"
-    first = Transcript(path)
+    first = Transcript(tmp_path)
     first.append(b"generation one\n")
     first.close()
-    second = Transcript(path)
+    second = Transcript(tmp_path)
     try:
         assert second.offset == len(b"generation one\n")
         assert second.append(b"two\n") == len(b"generation one\n")
-        assert second.read(0, 100) == b"generation one\ntwo\n"
-        assert second.read(second.offset - 4, 100) == b"two\n"
+        assert _data(second, 0, 100) == b"generation one\ntwo\n"
+        assert _data(second, second.offset - 4, 100) == b"two\n"
     finally:
         second.close()
+
+
+def test_transcript_is_bounded_by_rotation_and_offsets_keep_running(tmp_path: Path) -> None:
+    transcript = Transcript(tmp_path, limit=10)
+    try:
+        for chunk in (b"aaaaaaaa", b"bbbbbbbb", b"cccccccc", b"dddddddd", b"ee"):
+            transcript.append(chunk)  # rotates after the b's and after the d's
+        assert transcript.offset == 34
+        assert (tmp_path / "transcript.bin").stat().st_size == 2
+        # the oldest bytes were dropped; a read from there says so and starts at what is kept
+        old = transcript.read(0, 100)
+        assert old["dropped"] and old["offset"] == 16 and old["data"] == b"ccccccccdddddddd"
+        expected = {"offset": 30, "data": b"dd", "end": 34, "dropped": False}
+        assert transcript.read(30, 100) == expected
+        assert transcript.read(32, 100)["data"] == b"ee"
+    finally:
+        transcript.close()
+    reopened = Transcript(tmp_path, limit=10)
+    try:
+        assert reopened.offset == 34 and reopened.append(b"f") == 34
+    finally:
+        reopened.close()
 
 
 def test_session_dir_and_private_files(tmp_path: Path) -> None:
