@@ -49,6 +49,7 @@ class Child:
     restarts: list[float] = field(default_factory=list)
     health: str = "starting"
     pid: int | None = None
+    on_exit: Callable[[], None] | None = None
     _proc: asyncio.subprocess.Process | None = None
     _lifeline_w: int | None = None
 
@@ -80,6 +81,8 @@ class Child:
                 self._proc = await self._start()
                 code = await self._proc.wait()
                 self._close_lifeline()
+                if self.on_exit is not None:
+                    self.on_exit()  # its registrations go at once: callers hear "unavailable"
                 delay = decide(self.restarts, self.clock(), self.policy)
                 log.warning("child-exited", child=self.name, code=code, restart_in=delay)
                 if delay is None:

@@ -28,6 +28,15 @@ class Grant:
     holder: str
     expires: float
 
+    def public(self, now: float) -> dict[str, Any]:
+        """What another client may see: who holds it and for how long, never the grant id."""
+        return {
+            "record": self.record_id,
+            "generation": self.generation,
+            "holder": self.holder,
+            "expires_in_ms": max(0, int((self.expires - now) * 1000)),
+        }
+
     def to_wire(self, now: float) -> dict[str, Any]:
         return {
             "grant": self.grant_id,
@@ -79,7 +88,7 @@ class Claims:
                 raise RoostError(
                     "not-claimed",
                     f"record {record_id} is claimed by another client",
-                    current.to_wire(self._clock()),
+                    current.public(self._clock()),
                 )
             self._retire(current, "taken over")
         grant = Grant(
@@ -104,7 +113,7 @@ class Claims:
             raise RoostError(
                 "not-claimed",
                 f"record {record_id} is claimed by another client",
-                current.to_wire(self._clock()),
+                current.public(self._clock()),
             )
 
     def release(self, record_id: str, grant_id: str) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
+
+import structlog
 
 from roost.actors.claims import DEFAULT_LEASE_MS, Claims
 from roost.actors.peer import Handler, Peer
@@ -26,6 +27,8 @@ COMMITTED_BY_SUPERVISOR = frozenset(
     {"session.prompt", "session.input", "session.key", "session.turn"}
 )
 TURN_POLL_S = 0.1
+
+log = structlog.get_logger("roost.control")
 
 
 def first_outcome(seen: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +48,7 @@ class Control:
         self.peer, self.sessions = peer, sessions
         self.claims = Claims(clock)
         self.accepting = 0
-        self._op_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._op_locks: dict[str, list[Any]] = {}  # op id -> [lock, requests using it]
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -61,9 +64,11 @@ class Control:
 
     def mutating(self, handler: Handler) -> Handler:
         async def wrapped(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+            record_id = None
             ref = body.get("id")
-            if isinstance(ref, str) and ref:
+            if h.method != "session.spawn" and isinstance(ref, str) and ref:
                 record, _ = await self.sessions.find(ref)
+                record_id = record.id
                 self.claims.check(record.id, h.grant)
             if not h.op:
                 return await self._counted(handler, h, body)
@@ -71,28 +76,42 @@ class Control:
                 raise RoostError(
                     "bad-request", "an operation id is at most 128 characters", {"field": "op"}
                 )
-            async with self._op_locks[h.op]:
-                seen = (await self.peer.call("state", "state.op.get", {"id": h.op}))["op"]
-                if seen is not None:
-                    return first_outcome(seen)
-                reply = await self._counted(handler, h, body)
-                if h.method not in COMMITTED_BY_SUPERVISOR:
-                    await self.peer.call(
-                        "state",
-                        "state.op.put",
-                        {
-                            "op": {
-                                "id": h.op,
-                                "method": h.method,
-                                "state": "terminal",
-                                "result": reply,
-                            }
-                        },
-                    )
-            self._op_locks.pop(h.op, None)
-            return reply
+            entry = self._op_locks.setdefault(h.op, [asyncio.Lock(), 0])
+            entry[1] += 1
+            try:
+                async with entry[0]:
+                    return await self._once(handler, h, body, record_id)
+            finally:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    self._op_locks.pop(h.op, None)
 
         return wrapped
+
+    async def _once(
+        self, handler: Handler, h: p.Header, body: dict[str, Any], record_id: str | None
+    ) -> dict[str, Any]:
+        """Run ``handler`` unless the operation id was seen; then remember its outcome."""
+        seen = (await self.peer.call("state", "state.op.get", {"id": h.op}))["op"]
+        if seen is not None:
+            return first_outcome(seen)
+        reply = await self._counted(handler, h, body)
+        if h.method in COMMITTED_BY_SUPERVISOR:
+            return reply  # stored with its input event, in the same transaction
+        record_id = record_id or (reply.get("record") or {}).get("id")
+        op = {
+            "id": h.op,
+            "method": h.method,
+            "record": record_id,
+            "state": "terminal",
+            "result": reply,
+        }
+        try:
+            await self.peer.call("state", "state.op.put", {"op": op})
+        except RoostError as err:  # the change is made; say so rather than fail the request
+            log.warning("op-not-recorded", op=h.op, code=err.code)
+            reply = {**reply, "op_recorded": False}
+        return reply
 
     async def _counted(self, handler: Handler, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         counted = h.method in COMMITTED_BY_SUPERVISOR
@@ -137,7 +156,8 @@ class Control:
         """Wait (up to ``timeout_ms``) for a turn (default: the record's latest) to end."""
         record, _ = await self.sessions.find(f.req_str(body, "id"))
         turn_id = f.opt_str(body, "turn", max_len=64)
-        deadline = time.monotonic() + (f.opt_int(body, "timeout_ms", hi=600_000) or 30_000) / 1000
+        timeout_ms = f.opt_int(body, "timeout_ms", hi=600_000)
+        deadline = time.monotonic() + (30_000 if timeout_ms is None else timeout_ms) / 1000
         while True:
             if turn_id:
                 turn = (await self.peer.call("state", "state.turn.get", {"id": turn_id}))["turn"]

@@ -84,8 +84,18 @@ class Daemon:
         py = [sys.executable, "-m"]
         common = ["--state-dir", str(state_dir), "--endpoint", self.router_ep]
         self.children = [
-            Child("state", [*py, "roost.actors.state", *common, "--node-id", node_id], env),
-            Child("adapters", [*py, "roost.actors.adapter_host", *common], env),
+            Child(
+                "state",
+                [*py, "roost.actors.state", *common, "--node-id", node_id],
+                env,
+                on_exit=lambda: self.broker.drop("state"),
+            ),
+            Child(
+                "adapters",
+                [*py, "roost.actors.adapter_host", *common],
+                env,
+                on_exit=lambda: self.broker.drop("adapter/"),
+            ),
         ]
         self.started = time.time()
         self.failed = False

@@ -114,6 +114,10 @@ class Sessions:
             raise
         instance = uuid.uuid4().hex[:12]
         generation = record.generation + 1
+        started = bool(resume)
+        if resume and record.mode == "stream":  # a stream conversation exists once a turn ran
+            latest = await self.peer.call("state", "state.turn.latest", {"record": record.id})
+            started = latest["turn"] is not None
         identity = plan.get("provider_session") or record.provider_session
         starting = await self.update(
             record,
@@ -148,7 +152,7 @@ class Sessions:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[instance] = future
         try:
-            pid = self.launcher.start(self._spec(starting, plan, env, instance, bool(resume)))
+            pid = self.launcher.start(self._spec(starting, plan, env, instance, started))
             attached = await asyncio.wait_for(future, ATTACH_TIMEOUT)
         except (TimeoutError, OSError):
             attached = {

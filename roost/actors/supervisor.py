@@ -279,8 +279,9 @@ class Supervisor:
 
     async def on_resize(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         rows, cols = f.req_int(body, "rows", lo=2, hi=1000), f.req_int(body, "cols", lo=2, hi=1000)
+        self._fence(header)
         if self.agent is not None:
-            self._pty(header).resize(rows, cols)
+            self.agent.resize(rows, cols)
         self.term.resize(rows, cols)
         return {"rows": rows, "cols": cols}
 

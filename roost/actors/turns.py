@@ -38,12 +38,21 @@ class TurnRunner:
         self.running: str | None = None
         self.proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     async def start(self, text: str, op: str) -> dict[str, Any]:
         if self.running is not None:
             raise RoostError(
                 "busy", "a turn is already running in this session", {"turn": self.running}
             )
+        self.running = "(accepting)"  # reserved across the awaits below: one turn at a time
+        try:
+            return await self._start(text, op)
+        finally:
+            if self.running == "(accepting)":
+                self.running = None
+
+    async def _start(self, text: str, op: str) -> dict[str, Any]:
         spec = self.spec
         plan = await self.peer.call(
             f"adapter/{spec['provider']}",
@@ -123,7 +132,7 @@ class TurnRunner:
 
         await asyncio.gather(drain(proc.stdout, "stdout"), drain(proc.stderr, "stderr"))
         code = await proc.wait()
-        self._end(turn_id, code, None)
+        self._end(turn_id, code, "stopped" if self._stopping else None)
 
     def _end(self, turn_id: str, code: int, reason: str | None) -> None:
         self.outbox.put(
@@ -150,11 +159,18 @@ class TurnRunner:
             elif event["kind"] == "session.tool_result":
                 self.term.feed(f"[result] {data.get('content')}\r\n".encode())
 
-    async def stop(self) -> None:
-        """Stopping a session ends its running turn's process (the turn ends failed, stopped)."""
-        if self.proc is not None and self.proc.returncode is None:
+    async def stop(self, grace: float = 3.0) -> None:
+        """Stopping a session ends its running turn's process: SIGTERM, then SIGKILL after the
+        grace; the turn ends ``failed`` with reason ``stopped`` (its end is always written)."""
+        proc, task = self.proc, self._task
+        if proc is None or task is None or proc.returncode is not None:
+            return
+        self._stopping = True
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), grace)
+        except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
-                self.proc.terminate()
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(self._task, 5.0)
+                proc.kill()
+            await task

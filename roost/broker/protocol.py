@@ -82,7 +82,7 @@ EVENT_KINDS: dict[str, str] = {
     "session.classified": "the adapter's classification of the screen changed",
     "session.exited": "the agent process ended",
     "session.lost": "a supervisor vanished; the record was made dormant",
-    "session.turn": "a stream-mode turn started, completed, failed or was interrupted",
+    "session.turn": "a stream-mode turn ended: completed, failed or interrupted",
     "session.chunk": "a partial piece of assistant text (streaming)",
     "session.output": "assistant text of a turn",
     "session.tool_call": "the agent called a tool",

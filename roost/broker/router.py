@@ -60,6 +60,13 @@ class Broker:
         self._warned: set[bytes] = set()
         self.stats = {"routed": 0, "errors": 0, "published": 0}
 
+    def drop(self, *prefixes: str) -> None:
+        """Forget actors known to be dead (their process exited) without waiting for beats."""
+        for entry in self.registry.actors():
+            if entry.address.startswith(prefixes):
+                self.registry.remove(entry.address)
+                log.info("peer-down", address=entry.address, reason="process exited")
+
     def bind(self) -> None:
         for ep in self.config.router_endpoints:
             self._router.bind(ep)
