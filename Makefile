@@ -25,5 +25,11 @@ typecheck: $(STAMP)
 test: lint typecheck
 	$(BIN)/pytest -q
 
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+e2e: $(STAMP)
+	$(BIN)/pytest -q tests/e2e
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

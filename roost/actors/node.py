@@ -136,11 +136,15 @@ class NodeActor:
                     async with self.sessions.locks[record.id]:
                         await self.sessions.stop(record, 3000)
                     stopped.append(record.id)
-        await self.peer.call(
-            "state",
-            "state.events.append",
-            {"events": [{"kind": "node.stopping", "data": {"stopped": stopped}}]},
-        )
+        try:
+            await self.peer.call(
+                "state",
+                "state.events.append",
+                {"events": [{"kind": "node.stopping", "data": {"stopped": stopped}}]},
+                timeout=3.0,
+            )
+        except RoostError as err:  # a failed state store must not keep the node from stopping
+            log.warning("stop-not-logged", code=err.code)
         asyncio.get_running_loop().call_later(0.05, self._shutdown)
         return {"stopping": True, "stopped_sessions": stopped}
 
@@ -267,6 +271,8 @@ class NodeActor:
         reply = await self.call_session(
             record, h.method, body, generation=active["generation"], op=h.op
         )
+        if h.method == "session.resize":  # the next launch (resume) uses the size last asked for
+            await self.sessions.update(record, {"rows": reply["rows"], "cols": reply["cols"]})
         return {**reply, "record": record.id, "generation": record.generation}
 
     async def call_session(

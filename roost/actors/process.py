@@ -25,6 +25,7 @@ def setup_logging(log_file: Path | None, actor: str) -> None:
     logging.basicConfig(stream=stream, level=logging.INFO, format="%(message)s", force=True)
     structlog.configure(
         processors=[
+            structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
             structlog.processors.format_exc_info,

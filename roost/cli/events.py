@@ -47,6 +47,8 @@ def events(ctx: Ctx, after: int, ref: str | None, limit: int, follow: bool) -> N
 
 def _follow(ctx: Ctx, query: dict[str, Any]) -> None:
     with ctx.client() as client:
+        if query.get("id"):  # match events by record id, whatever the user named it by
+            query["id"] = client.call("session.show", {"id": query["id"]})["record"]["id"]
         stream = client.subscribe("e/")
         last = query["after"]
         try:
