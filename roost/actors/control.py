@@ -64,29 +64,38 @@ class Control:
 
     def mutating(self, handler: Handler) -> Handler:
         async def wrapped(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-            record_id = None
-            ref = body.get("id")
-            if h.method != "session.spawn" and isinstance(ref, str) and ref:
-                record, _ = await self.sessions.find(ref)
-                record_id = record.id
-                self.claims.check(record.id, h.grant)
-            if not h.op:
-                return await self._counted(handler, h, body)
-            if len(h.op) > 128:
-                raise RoostError(
-                    "bad-request", "an operation id is at most 128 characters", {"field": "op"}
-                )
-            entry = self._op_locks.setdefault(h.op, [asyncio.Lock(), 0])
-            entry[1] += 1
+            # counted from the first moment, before any call that may wait on the state store
+            counted = h.method in COMMITTED_BY_SUPERVISOR
+            self.accepting += counted
             try:
-                async with entry[0]:
-                    return await self._once(handler, h, body, record_id)
+                return await self._mutate(handler, h, body)
             finally:
-                entry[1] -= 1
-                if entry[1] == 0:
-                    self._op_locks.pop(h.op, None)
+                self.accepting -= counted
 
         return wrapped
+
+    async def _mutate(self, handler: Handler, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record_id = None
+        ref = body.get("id")
+        if h.method != "session.spawn" and isinstance(ref, str) and ref:
+            record, _ = await self.sessions.find(ref)
+            record_id = record.id
+            self.claims.check(record.id, h.grant)
+        if not h.op:
+            return await handler(h, body)
+        if len(h.op) > 128:
+            raise RoostError(
+                "bad-request", "an operation id is at most 128 characters", {"field": "op"}
+            )
+        entry = self._op_locks.setdefault(h.op, [asyncio.Lock(), 0])
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                return await self._once(handler, h, body, record_id)
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self._op_locks.pop(h.op, None)
 
     async def _once(
         self, handler: Handler, h: p.Header, body: dict[str, Any], record_id: str | None
@@ -95,7 +104,7 @@ class Control:
         seen = (await self.peer.call("state", "state.op.get", {"id": h.op}))["op"]
         if seen is not None:
             return first_outcome(seen)
-        reply = await self._counted(handler, h, body)
+        reply = await handler(h, body)
         if h.method in COMMITTED_BY_SUPERVISOR:
             return reply  # stored with its input event, in the same transaction
         record_id = record_id or (reply.get("record") or {}).get("id")
@@ -112,14 +121,6 @@ class Control:
             log.warning("op-not-recorded", op=h.op, code=err.code)
             reply = {**reply, "op_recorded": False}
         return reply
-
-    async def _counted(self, handler: Handler, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        counted = h.method in COMMITTED_BY_SUPERVISOR
-        self.accepting += counted
-        try:
-            return await handler(h, body)
-        finally:
-            self.accepting -= counted
 
     async def claim(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record, _ = await self.sessions.find(f.req_str(body, "id"))

@@ -254,6 +254,7 @@ class NodeActor:
     async def resume(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         async with self._locked(f.req_str(body, "id")) as record:
             r.check_resume(record)
+            _existing_dir(record.cwd)  # resumed in its original cwd, or not at all
             _, env = await self.sessions.find(record.id)
             live = await self.sessions.launch(record, env, resume=record.provider_session)
         return {"record": live.to_wire()}

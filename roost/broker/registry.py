@@ -13,6 +13,7 @@ from typing import Any
 HEARTBEAT_S = 1.0
 DEAD_AFTER_BEATS = 3
 MAX_CLIENTS = 4096
+GHOST_S = 60.0  # how long the replies of an actor that missed its beats are still routed
 
 
 @dataclass
@@ -33,6 +34,7 @@ class Registry:
         self._by_address: dict[str, PeerEntry] = {}
         self._by_routing: dict[bytes, str] = {}
         self._clients: OrderedDict[str, PeerEntry] = OrderedDict()
+        self._ghosts: dict[bytes, tuple[str, float]] = {}  # routing id -> (address, expired at)
 
     def now(self) -> float:
         return self._clock()
@@ -81,6 +83,23 @@ class Registry:
         """Actors silent for more than DEAD_AFTER_BEATS heartbeats (clients never expire here)."""
         limit = self._clock() - beat * DEAD_AFTER_BEATS
         return [e for e in self._by_address.values() if e.last_seen < limit]
+
+    def expire(self, address: str) -> PeerEntry | None:
+        """Remove an actor that missed its beats, remembering it briefly: a stalled actor (a
+        stopped process, a long pause) may still answer what it was asked before it stalled."""
+        entry = self.remove(address)
+        if entry is not None:
+            now = self._clock()
+            self._ghosts = {k: v for k, v in self._ghosts.items() if now - v[1] < GHOST_S}
+            self._ghosts[entry.routing_id] = (address, now)
+        return entry
+
+    def ghost(self, routing_id: bytes) -> str | None:
+        """The address an expired actor had, while its replies may still be routed."""
+        found = self._ghosts.get(routing_id)
+        if found is None or self._clock() - found[1] >= GHOST_S:
+            return None
+        return found[0]
 
     def actors(self) -> list[PeerEntry]:
         return list(self._by_address.values())

@@ -57,6 +57,10 @@ class Broker:
         self._router.setsockopt(zmq.LINGER, 0)
         self._pub = ctx.socket(zmq.PUB)
         self._pub.setsockopt(zmq.LINGER, 0)
+        # zmq.asyncio sends hand errors to a Future; a synchronous shadow of the same socket
+        # raises them at once, so a send to a peer that has gone is noticed (EHOSTUNREACH)
+        self._router_now: zmq.Socket[Any] = zmq.Socket.shadow(self._router.underlying)
+        self._pub_now: zmq.Socket[Any] = zmq.Socket.shadow(self._pub.underlying)
         self._warned: set[bytes] = set()
         self.stats = {"routed": 0, "errors": 0, "published": 0}
 
@@ -123,6 +127,12 @@ class Broker:
                 {"registered": sender is not None, "incarnation": self.config.incarnation},
             )
             return
+        if sender is None and header.kind in (p.RESPONSE, p.ERROR):
+            ghost = self.registry.ghost(routing_id)
+            if ghost is not None:  # a late answer from an actor that stalled: still deliver it
+                header.sender = ghost
+                self._route_reply(header, body)
+                return
         if sender is None:
             raise RoostError("not-initialized", "call initialize (clients) or hello (actors) first")
         if header.version not in p.SUPPORTED_VERSIONS:
@@ -163,7 +173,12 @@ class Broker:
         if not isinstance(topic, str) or not topic:
             raise RoostError("bad-request", "a publish header needs a 'topic' string")
         event_header = p.Header(kind=p.EVENT, sender=header.sender, extra={"topic": topic})
-        self._pub.send_multipart([topic.encode(), event_header.encode(), body])
+        try:
+            self._pub_now.send_multipart(
+                [topic.encode(), event_header.encode(), body], flags=zmq.NOBLOCK
+            )
+        except zmq.Again:
+            return  # PUB may drop (the durable log may not); subscribers fill gaps from it
         self.stats["published"] += 1
 
     # -- served by the broker itself -----------------------------------------------------------
@@ -239,7 +254,9 @@ class Broker:
     def _send(self, routing_id: bytes, header: p.Header, body: Any, *, raw: bool = False) -> bool:
         payload = body if raw else p.pack(body)
         try:
-            self._router.send_multipart([routing_id, header.encode(), payload], flags=zmq.NOBLOCK)
+            self._router_now.send_multipart(
+                [routing_id, header.encode(), payload], flags=zmq.NOBLOCK
+            )
         except zmq.ZMQError:
             return False
         return True
@@ -265,7 +282,7 @@ class Broker:
         while True:
             await asyncio.sleep(HEARTBEAT_S)
             for entry in self.registry.expired():
-                self.registry.remove(entry.address)
+                self.registry.expire(entry.address)
                 log.info("peer-down", address=entry.address, reason="missed heartbeats")
                 self._notify_node(
                     {
