@@ -17,6 +17,7 @@ import zmq.asyncio
 from roost.actors.peer import Peer
 from roost.actors.process import run_until_stopped, setup_logging, watch_lifeline
 from roost.adapters.base import Adapter, LaunchContext
+from roost.adapters.evidence import Evidence
 from roost.adapters.registry import adapters
 from roost.broker import fields as f
 from roost.broker import protocol as p
@@ -35,6 +36,7 @@ class AdapterActor:
                 "adapter.identity": self.identity,
                 "adapter.turn": self.turn,
                 "adapter.parse": self.parse,
+                "adapter.verify_resume": self.verify_resume,
             }
         )
 
@@ -54,16 +56,37 @@ class AdapterActor:
         ctx = self._context(body)
         resume = f.opt_str(body, "resume", max_len=256)
         launch = self.adapter.resume(resume, ctx) if resume else self.adapter.fresh(ctx)
-        return {**launch.to_wire(), "submit": self.adapter.submit}
+        return {
+            **launch.to_wire(),
+            "submit": self.adapter.submit,
+            "turn_silence_s": self.adapter.turn_silence_s,
+        }
+
+    @staticmethod
+    def _evidence(body: dict[str, Any], key: str = "evidence") -> Evidence | None:
+        raw = body.get(key)
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            raise RoostError("bad-request", f"field {key!r} must be a map", {"field": key})
+        try:
+            return Evidence.from_wire(raw)
+        except (KeyError, TypeError, ValueError):
+            raise RoostError(
+                "bad-request", f"field {key!r} is not process evidence", {"field": key}
+            ) from None
 
     async def classify(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         screen = f.text(body, "screen")
-        return self.adapter.classify(screen, exited=f.opt_bool(body, "exited")).to_wire()
+        seen = self.adapter.classify(
+            screen, exited=f.opt_bool(body, "exited"), evidence=self._evidence(body)
+        )
+        return seen.to_wire()
 
     async def turn(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         ctx = self._context(body)
         launch = self.adapter.turn(
-            f.req_str(body, "provider_session", max_len=256),
+            f.opt_str(body, "provider_session", max_len=256),
             f.text(body, "text"),
             ctx,
             first=f.opt_bool(body, "first"),
@@ -76,8 +99,25 @@ class AdapterActor:
         return {"events": events, "facts": facts}
 
     async def identity(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        ident = self.adapter.discover_identity(f.text(body, "screen"), self._context(body))
+        since = body.get("since", 0.0)
+        if not isinstance(since, int | float) or isinstance(since, bool):
+            raise RoostError("bad-request", "field 'since' must be a number", {"field": "since"})
+        ident = self.adapter.discover_identity(
+            f.text(body, "screen"), self._context(body), since=float(since)
+        )
         return {"provider_session": ident}
+
+    async def verify_resume(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        raw = body.get("samples") or []
+        if not isinstance(raw, list) or len(raw) > 16:
+            raise RoostError(
+                "bad-request", "field 'samples' must be a list of evidence", {"field": "samples"}
+            )
+        samples = [e for e in (self._evidence({"e": s}, "e") for s in raw) if e is not None]
+        check = self.adapter.verify_resume(
+            f.text(body, "screen"), f.req_str(body, "provider_session", max_len=256), samples
+        )
+        return check.to_wire()
 
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:

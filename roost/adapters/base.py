@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from roost.adapters.evidence import Evidence, stable_idle_shell
 from roost.broker.errors import RoostError
 
 # Screen/process classification states.
@@ -88,41 +89,97 @@ class Classification:
         return {"state": self.state, "reason": self.reason, "detail": self.detail}
 
 
+RESUMED, ATTENTION_REQUIRED, RETRY_FRESH, RESUME_FAILED = (
+    "resumed",
+    "attention_required",
+    "retry_fresh",
+    "resume_failed",
+)
+RESUME_OUTCOMES = (RESUMED, ATTENTION_REQUIRED, RETRY_FRESH, RESUME_FAILED)
+
+
+@dataclass(frozen=True)
+class ResumeCheck:
+    """The verdict on a cold resume; ``outcome`` None means "not decided yet, sample again"."""
+
+    outcome: str | None
+    reason: str | None = None
+    detail: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "reason": self.reason, "detail": self.detail}
+
+
 class Adapter(ABC):
-    """One provider's knowledge."""
+    """One provider's knowledge. Pure: reads screens, lines, evidence and the provider's own files
+    (under the launch environment's home), never sockets or processes."""
 
     provider: str = ""
     submit: bytes = b"\r"
+    # A stream turn with no output line for this long is ended by roost (codex reconnects forever
+    # when offline); None means no deadline.
+    turn_silence_s: float | None = None
 
     @abstractmethod
     def fresh(self, ctx: LaunchContext) -> Launch:
-        """The launch of a new conversation (identity assigned up front where the CLI allows)."""
+        """The launch of a new conversation; ``provider_session`` is set when the CLI lets roost
+        assign the identity up front (claude ``--session-id``), else None (discovered later)."""
 
     @abstractmethod
     def resume(self, provider_session: str, ctx: LaunchContext) -> Launch:
         """The launch that continues ``provider_session``, in the record's original cwd."""
 
     @abstractmethod
-    def classify(self, screen: str, *, exited: bool) -> Classification:
-        """Read the visible screen; an approval or trust screen is reported, never answered."""
+    def classify(
+        self, screen: str, *, exited: bool, evidence: Evidence | None = None
+    ) -> Classification:
+        """Read the visible screen (and the process tree): ``starting | ready | busy |
+        attention(reason) | shell | exited``. An approval or trust screen is reported, never
+        answered."""
 
-    def turn(self, provider_session: str, text: str, ctx: LaunchContext, *, first: bool) -> Launch:
-        """The headless process of one stream-mode turn (``first``: the conversation is new)."""
+    def turn(
+        self, provider_session: str | None, text: str, ctx: LaunchContext, *, first: bool
+    ) -> Launch:
+        """The headless process of one stream-mode turn. ``first``: the conversation does not
+        exist yet (``provider_session`` is then the id to assign, or None where the CLI assigns
+        it and reports it in its output)."""
         raise RoostError(
             "bad-request", f"{self.provider} has no headless (stream) mode", {"field": "mode"}
         )
 
     def parse(self, line: str, stream: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """Session events for one line of a turn's output, and facts about the turn."""
+        """Session events for one line of a turn's output, and facts about the turn: any of
+        ``session_id``, ``result`` (final text), ``is_error``, ``error`` (a message)."""
         if stream == "stderr":
             return (
                 [{"kind": "session.stderr", "data": {"line": line[:4096]}}] if line.strip() else []
             ), {}
         return [], {}
 
-    def discover_identity(self, screen: str, ctx: LaunchContext) -> str | None:
-        """The provider session id when it is not assigned up front (codex, kimi)."""
+    def discover_identity(self, screen: str, ctx: LaunchContext, *, since: float) -> str | None:
+        """The provider session id when it is not assigned up front: from a screen hint or the
+        provider's session files (created after ``since``, for ``ctx.cwd``)."""
         return None
+
+    def verify_resume(
+        self, screen: str, provider_session: str, samples: list[Evidence]
+    ) -> ResumeCheck:
+        """Did the resume reach the same conversation? The default reads the classification:
+        ready/busy -> resumed; attention -> attention_required (launch, pane and identity kept);
+        exited -> resume_failed; a proven stable idle shell -> retry_fresh; else undecided."""
+        latest = samples[-1] if samples else None
+        seen = self.classify(
+            screen, exited=latest is not None and latest.agent is None, evidence=latest
+        )
+        if seen.state in (READY, BUSY):
+            return ResumeCheck(RESUMED)
+        if seen.state == ATTENTION:
+            return ResumeCheck(ATTENTION_REQUIRED, seen.reason, seen.detail)
+        if seen.state == EXITED:
+            return ResumeCheck(RESUME_FAILED, "exited", seen.detail)
+        if seen.state == SHELL and stable_idle_shell(samples):
+            return ResumeCheck(RETRY_FRESH, "shell")
+        return ResumeCheck(None)
 
 
 def last_line(screen: str) -> str:

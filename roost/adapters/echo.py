@@ -20,6 +20,7 @@ from roost.adapters.base import (
     last_line,
 )
 from roost.adapters.echo_agent import PROMPT
+from roost.adapters.evidence import Evidence
 
 AGENT_MODULE = "roost.adapters.echo_agent"
 
@@ -41,7 +42,10 @@ class EchoAdapter(Adapter):
         argv = [sys.executable, "-m", AGENT_MODULE, "--resume", provider_session]
         return Launch(argv=argv, env=self._env(ctx), provider_session=provider_session)
 
-    def turn(self, provider_session: str, text: str, ctx: LaunchContext, *, first: bool) -> Launch:
+    def turn(
+        self, provider_session: str | None, text: str, ctx: LaunchContext, *, first: bool
+    ) -> Launch:
+        provider_session = provider_session or str(uuid.uuid4())
         flag = "--session-id" if first else "--resume"
         argv = [
             sys.executable,
@@ -61,7 +65,9 @@ class EchoAdapter(Adapter):
             return super().parse(line, stream)
         return stream_json.parse_line(line)
 
-    def classify(self, screen: str, *, exited: bool) -> Classification:
+    def classify(
+        self, screen: str, *, exited: bool, evidence: Evidence | None = None
+    ) -> Classification:
         if exited:
             return Classification(EXITED)
         last = last_line(screen)
