@@ -60,6 +60,7 @@ class AdapterActor:
             **launch.to_wire(),
             "submit": self.adapter.submit,
             "turn_silence_s": self.adapter.turn_silence_s,
+            "turn_deadline_s": self.adapter.turn_deadline_s,
         }
 
     @staticmethod

@@ -16,10 +16,18 @@ Entry = dict[str, Any]
 class Deliverer:
     """Turns outbox entries into calls; remembers each turn's facts across its lines."""
 
-    def __init__(self, peer: Peer, provider: str, instance: str, on_events: Any = None) -> None:
+    def __init__(
+        self,
+        peer: Peer,
+        provider: str,
+        instance: str,
+        on_events: Any = None,
+        on_identity: Any = None,
+    ) -> None:
         self.peer, self.provider, self.instance = peer, provider, instance
         self.facts: dict[str, dict[str, Any]] = {}
         self.on_events = on_events
+        self.on_identity = on_identity
 
     def _stamp(self, entry: Entry, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [
@@ -58,6 +66,8 @@ class Deliverer:
         )
         facts = self.facts.setdefault(entry["turn"], {})
         facts.update(parsed.get("facts") or {})
+        if facts.get("session_id") and self.on_identity is not None:
+            self.on_identity(str(facts["session_id"]))
         events = [{**e, "data": {**e["data"], "turn": entry["turn"]}} for e in parsed["events"]]
         await self._append(entry, events)
 

@@ -72,6 +72,8 @@ class NodeActor:
             "node.session.exited": self._report(sessions.on_exited),
             "node.session.failed": self._report(sessions.on_failed, locked=False),
             "node.session.classified": self._report(sessions.on_classified),
+            "node.session.identity": self._report(sessions.on_identity),
+            "node.session.resume": self._report(sessions.on_resume),
         }
         handlers.update({m: self.forward for m in FORWARDED})
         self.control = Control(peer, sessions)

@@ -202,6 +202,8 @@ class Sessions:
             "provider_session": record.provider_session,
             "data_dir": str(self.state_dir / "providers" / record.provider),
             "resume": resume,
+            "turn_silence_s": plan.get("turn_silence_s"),
+            "turn_deadline_s": plan.get("turn_deadline_s"),
         }
 
     # -- reports from supervisors --------------------------------------------------------------
@@ -267,6 +269,50 @@ class Sessions:
                 await self.set_state(record, target, extra=[event], **changes)
                 return {"ok": True}
         await self.update(record, changes, events=[event])
+        return {"ok": True}
+
+    async def on_identity(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The provider's own id became known. A record that has one keeps it: a different id
+        reported later (a resume that forked) is recorded as such and needs a human."""
+        record = await self._current(body)
+        found = str(body.get("provider_session"))
+        if record.provider_session == found:
+            return {"ok": True}
+        data: dict[str, Any] = {"provider_session": found}
+        event = {
+            "kind": "session.identity",
+            "record": record.id,
+            "generation": record.generation,
+            "data": data,
+        }
+        if record.provider_session is None:
+            await self.update(record, {"provider_session": found}, events=[event])
+            return {"ok": True}
+        data.update(previous=record.provider_session, mismatch=True)
+        await self.set_state(record, r.ATTENTION, extra=[event], attention="resume-unverified")
+        return {"ok": True}
+
+    async def on_resume(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The verdict on a cold resume; anything but ``resumed`` needs a human. Roost never
+        starts a fresh conversation in its place (``retry_fresh`` is reported, not acted on)."""
+        record = await self._current(body)
+        verdict = body.get("verdict") or {}
+        event = {
+            "kind": "session.resume",
+            "record": record.id,
+            "generation": record.generation,
+            "data": verdict,
+        }
+        if record.state not in (r.LIVE, r.ATTENTION):
+            await self.update(record, {}, events=[event])
+        elif verdict.get("outcome") == "resumed":
+            if record.state == r.ATTENTION and record.attention == "resume-unverified":
+                await self.set_state(record, r.LIVE, extra=[event], attention=None)
+            else:
+                await self.update(record, {}, events=[event])
+        else:
+            reason = verdict.get("reason") or "resume-unverified"
+            await self.set_state(record, r.ATTENTION, extra=[event], attention=reason)
         return {"ok": True}
 
     async def _current(self, body: dict[str, Any]) -> Record:

@@ -16,6 +16,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ import msgpack
 import structlog
 import zmq.asyncio
 
+from roost.actors import probe
+from roost.actors.checks import IdentityAndResume
 from roost.actors.delivery import Deliverer
 from roost.actors.outbox import Outbox
 from roost.actors.peer import Peer
@@ -55,12 +58,15 @@ class Supervisor:
         self.dir = Path(spec["session_dir"])
         self.term = Terminal(spec["rows"], spec["cols"])
         self.transcript = Transcript(self.dir)
-        self.deliver = Deliverer(peer, self.provider, self.instance_id, self._render)
+        self.deliver = Deliverer(peer, self.provider, self.instance_id, self._render, self._learn)
         self.outbox = Outbox(self.dir, self.deliver)
         self.agent: PtyAgent | None = None
         self.turns: TurnRunner | None = None
         self.exit: ExitStatus | None = None
         self.classification: dict[str, Any] = {}
+        self.identity: str | None = spec.get("provider_session")
+        self.launched_at = time.time()
+        self.checks = IdentityAndResume(self)
         self._classify_task: asyncio.Task[None] | None = None
         self._input_lock = asyncio.Lock()
         peer.handlers.update(
@@ -97,6 +103,7 @@ class Supervisor:
         self.agent = PtyAgent(self.spec, self._on_output, self._on_exit)
         self.agent.launch()
         log.info("agent-started", record=self.record_id, pid=self.agent.pid)
+        self.checks.start()
 
     def _on_output(self, data: bytes) -> None:
         offset = self.transcript.append(data)
@@ -175,28 +182,44 @@ class Supervisor:
         if self._classify_task is None or self._classify_task.done():
             self._classify_task = asyncio.get_running_loop().create_task(self._classify())
 
+    def evidence(self) -> dict[str, Any] | None:
+        if self.agent is None or self.agent.pty is None:
+            return None
+        return probe.sample(self.agent.pid, self.agent.pty.fd).to_wire()
+
     async def _classify(self) -> None:
         await asyncio.sleep(CLASSIFY_DELAY)
         try:
             result = await self.peer.call(
                 f"adapter/{self.provider}",
                 "adapter.classify",
-                {"screen": self.term.text(), "exited": self.exit is not None},
+                {
+                    "screen": self.term.text(),
+                    "exited": self.exit is not None,
+                    "evidence": self.evidence(),
+                },
                 timeout=3.0,
             )
         except RoostError:
             return
         if result != self.classification:
             self.classification = result
-            self.outbox.put(
-                self._stamp(
-                    {
-                        "t": "report",
-                        "method": "node.session.classified",
-                        "body": {**self.session_address, "classification": result},
-                    }
-                )
-            )
+            self.report("node.session.classified", {"classification": result})
+        if self.identity is None:
+            await self.checks.discover()
+
+    def report(self, method: str, body: dict[str, Any]) -> None:
+        """A durable report to the node (through the outbox, in order with everything else)."""
+        self.outbox.put(
+            self._stamp({"t": "report", "method": method, "body": {**self.session_address, **body}})
+        )
+
+    def _learn(self, provider_session: str) -> None:
+        """The provider's own session id became known (a screen, its files, or a turn's line)."""
+        if provider_session == self.identity:
+            return
+        self.identity = self.spec["provider_session"] = provider_session
+        self.report("node.session.identity", {"provider_session": provider_session})
 
     # -- requests ------------------------------------------------------------------------------
 

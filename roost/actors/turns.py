@@ -54,6 +54,9 @@ class TurnRunner:
 
     async def _start(self, text: str, op: str) -> dict[str, Any]:
         spec = self.spec
+        if not await self.outbox.drained(5.0):
+            raise RoostError("unavailable", "earlier events are still being delivered")
+        # (drained first: a turn may have taught us the provider session id this one needs)
         plan = await self.peer.call(
             f"adapter/{spec['provider']}",
             "adapter.turn",
@@ -67,8 +70,6 @@ class TurnRunner:
                 "data_dir": spec["data_dir"],
             },
         )
-        if not await self.outbox.drained(5.0):
-            raise RoostError("unavailable", "earlier events are still being delivered")
         turn_id = "t" + uuid.uuid4().hex[:11]
         record, generation = spec["record_id"], spec["generation"]
         body: dict[str, Any] = {
@@ -125,14 +126,52 @@ class TurnRunner:
 
     async def _pump(self, turn_id: str, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None and proc.stderr is not None
+        silence, deadline = self.spec.get("turn_silence_s"), self.spec.get("turn_deadline_s")
+        loop = asyncio.get_running_loop()
+        self._last_line = loop.time()
 
         async def drain(reader: asyncio.StreamReader, stream: str) -> None:
             while line := await reader.readline():
+                self._last_line = loop.time()
                 self._line(turn_id, line, stream)
 
-        await asyncio.gather(drain(proc.stdout, "stdout"), drain(proc.stderr, "stderr"))
+        async def watchdog() -> str:
+            started = loop.time()
+            while True:
+                await asyncio.sleep(0.2)
+                if deadline and loop.time() - started > deadline:
+                    return "turn-deadline"
+                if silence and loop.time() - self._last_line > silence:
+                    return "silence-deadline"
+
+        out, err = proc.stdout, proc.stderr
+
+        async def drain_both() -> None:
+            await asyncio.gather(drain(out, "stdout"), drain(err, "stderr"))
+
+        drains: asyncio.Task[Any] = loop.create_task(drain_both())
+        guard: asyncio.Task[Any] = loop.create_task(watchdog())
+        done, _ = await asyncio.wait({drains, guard}, return_when=asyncio.FIRST_COMPLETED)
+        reason = None
+        if guard in done:  # roost's own deadline: the provider would have gone on for ever
+            reason = guard.result()
+            self._stopping = True
+            await self._kill(proc)
+        guard.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await drains
         code = await proc.wait()
-        self._end(turn_id, code, "stopped" if self._stopping else None)
+        self._end(turn_id, code, reason or ("stopped" if self._stopping else None))
+
+    @staticmethod
+    async def _kill(proc: asyncio.subprocess.Process) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 3.0)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
 
     def _end(self, turn_id: str, code: int, reason: str | None) -> None:
         self.outbox.put(

@@ -116,9 +116,11 @@ class Adapter(ABC):
 
     provider: str = ""
     submit: bytes = b"\r"
-    # A stream turn with no output line for this long is ended by roost (codex reconnects forever
-    # when offline); None means no deadline.
+    # Roost's own deadlines for a stream turn (None: none): no output line at all for
+    # ``turn_silence_s``, or a turn running longer than ``turn_deadline_s`` (codex offline prints
+    # "Reconnecting..." forever, so only a wall-clock deadline ends it).
     turn_silence_s: float | None = None
+    turn_deadline_s: float | None = None
 
     @abstractmethod
     def fresh(self, ctx: LaunchContext) -> Launch:

@@ -80,6 +80,8 @@ EVENT_KINDS: dict[str, str] = {
     "session.identity": "the provider session id of a record became known",
     "session.input": "input was accepted for a session (prompt, raw input or keys)",
     "session.classified": "the adapter's classification of the screen changed",
+    "session.resume": "the verdict on a cold resume: resumed, attention_required, retry_fresh "
+    "or resume_failed",
     "session.exited": "the agent process ended",
     "session.lost": "a supervisor vanished; the record was made dormant",
     "session.turn": "a stream-mode turn ended: completed, failed or interrupted",
