@@ -15,7 +15,13 @@ from typing import Any
 import zmq.asyncio
 
 from roost.actors.peer import Peer
-from roost.actors.process import run_until_stopped, setup_logging, watch_lifeline
+from roost.actors.process import (
+    child_args,
+    run_until,
+    run_until_stopped,
+    setup_logging,
+    watch_lifeline,
+)
 from roost.adapters.base import Adapter, LaunchContext
 from roost.adapters.evidence import Evidence
 from roost.adapters.registry import adapters
@@ -137,20 +143,12 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         )
         actors.append(AdapterActor(adapter, peer))
     watch_lifeline(args.lifeline, stop.set)
-    tasks = [asyncio.create_task(a.peer.run()) for a in actors]
-    await stop.wait()
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await run_until(stop, *(a.peer.run() for a in actors))
     ctx.destroy(0)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="roost-adapters")
-    parser.add_argument("--state-dir", required=True)
-    parser.add_argument("--endpoint", required=True)
-    parser.add_argument("--lifeline", type=int)
-    args = parser.parse_args()
+    args = child_args("roost-adapters")
     setup_logging(Path(args.state_dir) / "logs" / "adapters.log", "adapters")
     run_until_stopped(lambda stop: serve(args, stop))
 

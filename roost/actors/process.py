@@ -7,6 +7,7 @@ restarted node never finds a second writer on its database.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import os
@@ -68,3 +69,21 @@ def run_until_stopped(main: Callable[[asyncio.Event], Coroutine[Any, Any, None]]
         await main(stop)
 
     asyncio.run(runner())
+
+
+async def run_until(stop: asyncio.Event, *coros: Coroutine[Any, Any, Any]) -> None:
+    """Run ``coros`` as tasks until ``stop`` is set, then cancel and await them all."""
+    tasks = [asyncio.create_task(c) for c in coros]
+    await stop.wait()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def child_args(prog: str, *required: str) -> argparse.Namespace:
+    """The command line of a child actor the node starts (state store, adapters)."""
+    parser = argparse.ArgumentParser(prog=prog)
+    for flag in ("--state-dir", "--endpoint", *required):
+        parser.add_argument(flag, required=True)
+    parser.add_argument("--lifeline", type=int)
+    return parser.parse_args()

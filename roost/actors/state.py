@@ -23,7 +23,13 @@ import zmq.asyncio
 from roost.actors import db
 from roost.actors.journal import Journal, check_events, check_op
 from roost.actors.peer import Peer
-from roost.actors.process import run_until_stopped, setup_logging, watch_lifeline
+from roost.actors.process import (
+    child_args,
+    run_until,
+    run_until_stopped,
+    setup_logging,
+    watch_lifeline,
+)
 from roost.actors.records import Record
 from roost.broker import fields as f
 from roost.broker import protocol as p
@@ -37,6 +43,17 @@ BATCH = 64
 
 def event_topic(event: dict[str, Any]) -> str:
     return f"e/{event.get('record') or 'node'}/{event['kind']}"
+
+
+def expect_state(current: Record, expected: list[str]) -> Record:
+    """Compare-and-set: refuse a change to a record that is no longer in an expected state."""
+    if expected and current.state not in expected:
+        raise RoostError(
+            "session-record-busy",
+            f"record {current.id} is {current.state}",
+            {"record": current.id, "state": current.state},
+        )
+    return current
 
 
 class StateStore:
@@ -150,13 +167,7 @@ class StateStore:
         events = check_events(body)
 
         def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
-            current = db.get_record(self.conn, record_id)
-            if expect_states and current.state not in expect_states:
-                raise RoostError(
-                    "session-record-busy",
-                    f"record {record_id} is {current.state}",
-                    {"record": record_id, "state": current.state},
-                )
+            current = expect_state(db.get_record(self.conn, record_id), expect_states)
             if expect_generation is not None and current.generation != expect_generation:
                 raise RoostError(
                     "stale-generation",
@@ -186,13 +197,7 @@ class StateStore:
         events = check_events(body)
 
         def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
-            current = db.get_record(self.conn, record_id)
-            if expect_states and current.state not in expect_states:
-                raise RoostError(
-                    "session-record-busy",
-                    f"record {record_id} is {current.state}",
-                    {"record": record_id, "state": current.state},
-                )
+            current = expect_state(db.get_record(self.conn, record_id), expect_states)
             db.delete_record(self.conn, record_id)
             return {"record": current.to_wire()}, self.append(events)
 
@@ -247,22 +252,13 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     )
     store = StateStore(conn, peer)
     watch_lifeline(args.lifeline, stop.set)
-    tasks = [asyncio.create_task(peer.run()), asyncio.create_task(store.writer())]
-    await stop.wait()
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await run_until(stop, peer.run(), store.writer())
     conn.close()
     ctx.destroy(0)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="roost-state")
-    parser.add_argument("--state-dir", required=True)
-    parser.add_argument("--endpoint", required=True)
-    parser.add_argument("--node-id", required=True)
-    parser.add_argument("--lifeline", type=int)
-    args = parser.parse_args()
+    args = child_args("roost-state", "--node-id")
     setup_logging(Path(args.state_dir) / "logs" / "state.log", "state")
     run_until_stopped(lambda stop: serve(args, stop))
 
