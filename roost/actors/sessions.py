@@ -217,9 +217,9 @@ class Sessions:
             return {"ok": True}
         active = record.active or {}
         if record.state in r.ACTIVE_STATES and active.get("instance") in (None, instance):
-            if body.get("exited"):
-                await self.on_exited({**body, "exit": body["exited"]})
-            elif record.state == r.STARTING:
+            # an agent that exited meanwhile is reported by the supervisor's outbox, in order,
+            # under the record's lock; handling it here too would race that report
+            if record.state == r.STARTING and not body.get("exited"):
                 active = {**body, "started": process_started(int(body.get("pid") or 0))}
                 await self.set_state(record, r.LIVE, active=active)
             log.info("session-reattached", record=record.id, generation=record.generation)
