@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit e2e clean
+.PHONY: demo test lint typecheck unit e2e test-real clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ unit: $(STAMP)
 
 e2e: $(STAMP)
 	$(BIN)/pytest -q tests/e2e
+
+# The real claude/codex/kimi CLIs (pinned, installed into .tools/) against the loopback model
+# stand-in; not part of `make test`. install.sh exits 3 when npm itself fails.
+test-real: $(STAMP)
+	bash tests/real/install.sh
+	$(BIN)/pytest -q tests/real
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -78,6 +78,7 @@ class Deliverer:
             "exit": entry.get("exit"),
             "result": facts.get("result"),
             "is_error": facts.get("is_error"),
+            "error": facts.get("error"),  # the provider's own words when it failed
             "reason": entry.get("reason"),
         }
         if facts.get("session_id"):

@@ -174,7 +174,10 @@ class Sessions:
             "agent_pid": attached.get("agent_pid"),
             "started": process_started(attached.get("pid") or 0),
         }
-        return await self.set_state(starting, r.LIVE, expect=(r.STARTING,), active=active)
+        # a screen classified while starting (a trust dialog, a login) decides where it lands
+        current, _ = await self.find(record.id)
+        landing = r.ATTENTION if current.activity == "attention" else r.LIVE
+        return await self.set_state(current, landing, expect=(r.STARTING,), active=active)
 
     def _spec(
         self,

@@ -66,7 +66,7 @@ class TurnRunner:
                 "first": self.first,
                 "mode": "stream",
                 "cwd": spec["cwd"],
-                "env": {},
+                "env": spec["env"],  # the record's env: where the provider binary and home are
                 "data_dir": spec["data_dir"],
             },
         )

@@ -5,7 +5,9 @@ and event ids). The echo agent's headless mode writes the same shape, so one par
 Shapes (PROVIDERS.md 1.6): ``system/init`` carries ``session_id``; ``assistant`` messages carry
 ``text`` and ``tool_use`` blocks; ``user`` messages carry ``tool_result`` blocks; ``stream_event``
 carries partial deltas; ``result`` ends the turn, where ``is_error`` (not ``subtype``) says whether
-it failed.
+it failed. Failures also give the fact ``error``, a message for people: the text of an assistant
+message flagged ``error`` ("Not logged in · Please run /login"), each ``system/api_retry`` (claude
+retries a failed API call up to ten times, minutes in all, before its result), and a failed result.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ Event = dict[str, Any]
 
 
 def parse_line(line: str) -> tuple[list[Event], dict[str, Any]]:
-    """Events for one line, and facts for the turn (``session_id``, ``result``, ``is_error``)."""
+    """Events for one line, and facts for the turn (``session_id``, ``result``, ``is_error``,
+    ``error``)."""
     try:
         obj = json.loads(line)
     except ValueError:
@@ -31,7 +34,13 @@ def parse_line(line: str) -> tuple[list[Event], dict[str, Any]]:
         facts["session_id"] = obj["session_id"]
     kind = obj.get("type")
     if kind == "assistant":
-        return _assistant(obj), facts
+        events = _assistant(obj)
+        if obj.get("error"):
+            facts["error"] = _error_text(events, str(obj["error"]))
+        return events, facts
+    if kind == "system" and obj.get("subtype") == "api_retry":
+        facts["error"] = _retry_text(obj)
+        return [], facts
     if kind == "user":
         return _tool_results(obj), facts
     if kind == "stream_event":
@@ -42,7 +51,30 @@ def parse_line(line: str) -> tuple[list[Event], dict[str, Any]]:
             is_error=bool(obj.get("is_error")),
             num_turns=obj.get("num_turns"),
         )
+        if facts["is_error"]:
+            facts["error"] = _result_error(obj)
     return [], facts
+
+
+def _error_text(events: list[Event], code: str) -> str:
+    texts = [str(e["data"]["text"]) for e in events if e["kind"] == "session.output"]
+    return " ".join(texts) or code
+
+
+def _retry_text(obj: dict[str, Any]) -> str:
+    status = obj.get("error_status")
+    why = f"HTTP {status}" if status is not None else "a failed request"
+    text = f"API retry {obj.get('attempt')}/{obj.get('max_retries')} after {why}"
+    return f"{text} ({obj['error']})" if obj.get("error") else text
+
+
+def _result_error(obj: dict[str, Any]) -> str:
+    text = obj.get("result")
+    message = text if isinstance(text, str) and text else str(obj.get("terminal_reason") or "")
+    status = obj.get("api_error_status")
+    if status is not None:
+        message = f"{message} (HTTP {status})"
+    return message or "the turn failed"
 
 
 def _blocks(obj: dict[str, Any]) -> list[dict[str, Any]]:

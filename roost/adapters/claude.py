@@ -1,0 +1,240 @@
+"""The ``claude`` provider: Claude Code 2.1.x (PROVIDERS.md section 1).
+
+Identity is assigned up front: a fresh launch is ``claude --session-id <new uuid4>``, a resume is
+``claude --resume <uuid>``, and a stream-mode turn is ``claude -p --output-format stream-json
+--verbose`` with one of the two. ``ROOST_CLAUDE_BIN`` in the record's environment names another
+binary (a pinned install, or the test stand-in ``tests/fakes/claude``).
+
+Screens are read the way a person reads them. Claude draws its input box, a prompt line
+(``PROMPT``) between two rules, with a footer below that says ``esc to interrupt`` while it works.
+Every screen that needs a human (onboarding and login, folder trust, API key, permission, the resume
+picker) takes the box's place, so with no box the lowest such marker on the screen names the reason.
+With a box, only the answer since the last prompt is searched, for messages that stop the session
+(not logged in, rate limit, offline, update). What needs a human is reported, never answered.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import PurePath
+from typing import Any
+
+from roost.adapters import stream_json
+from roost.adapters.base import (
+    ATTENTION,
+    BUSY,
+    EXITED,
+    READY,
+    SHELL,
+    STARTING,
+    Adapter,
+    Classification,
+    Launch,
+    LaunchContext,
+)
+from roost.adapters.evidence import SHELLS, Evidence, ProcessInfo
+from roost.broker.errors import RoostError
+
+BIN_ENV = "ROOST_CLAUDE_BIN"
+UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
+HINT = re.compile(r"^claude --resume ([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12})$")
+NO_CONVERSATION = re.compile(r"No conversation found with session ID")
+PROMPT = "\N{HEAVY RIGHT-POINTING ANGLE QUOTATION MARK ORNAMENT}"
+RULE = re.compile(r"^─{8,}$")
+BUSY_FOOTER = "esc to interrupt"
+# The working spinner above the box, "✽ Sketching… (12s · ↓ 3 tokens)"; once done it reads
+# "✻ Cogitated for 20s · done 4:49 AM", with no ellipsis.
+SPINNER = re.compile(r"^[^\w\s]\s+[A-Z][\w ]*…")
+STDERR_ERROR = re.compile(r"^\s*(?:Error:|No conversation found)")
+
+Marker = tuple[str, re.Pattern[str]]
+
+# Messages that stop a session, even below an idle input box. Rate-limit and update wording is
+# from Claude Code's strings, not from a capture.
+MESSAGES: tuple[Marker, ...] = (
+    ("login", re.compile(r"Not logged in|Please run /login|Invalid API key|OAuth token.*expired")),
+    (
+        "offline",
+        re.compile(
+            r"Unable to connect to (?:Anthropic services|API)|Failed to connect to api\.anthropic"
+            r"|API Error: Connection error"
+        ),
+    ),
+    (
+        "rate-limit",
+        re.compile(
+            r"usage limit reached|limit reached [·∙] resets|You've hit your (?:usage )?limit"
+            r"|API Error: 429|rate_limit_error|Request rejected \(429\)"
+        ),
+    ),
+    ("update", re.compile(r"needs an update|is required to continue")),
+)
+
+# Screens that take the input box's place; a line is tested against them in this order.
+DIALOGS: tuple[Marker, ...] = (
+    ("api-key", re.compile(r"Detected a custom API key|Do you want to use this API key\?")),
+    (
+        "trust",
+        re.compile(
+            r"Is this a project you created or one you trust|Yes, I trust this folder"
+            r"|Do you trust the files in this folder"
+        ),
+    ),
+    (
+        "permission",
+        re.compile(r"Do you want to (?:proceed|make this edit|create|allow|run)\b"),
+    ),
+    ("picker", re.compile(r"^\s*Resume session$|Enter to resume")),
+    (
+        "login",
+        re.compile(
+            r"Select login method|Paste code here if prompted|Choose the text style"
+            r"|Security notes:|Let's get started\.|Press Enter to continue"
+        ),
+    ),
+    *MESSAGES,
+)
+
+
+def is_session_id(value: str) -> bool:
+    """Claude takes only a UUID as a session id (anything else is a search term to it)."""
+    return UUID_RE.match(value) is not None
+
+
+class ClaudeAdapter(Adapter):
+    provider = "claude"
+
+    @staticmethod
+    def _bin(ctx: LaunchContext) -> str:
+        return ctx.env.get(BIN_ENV) or "claude"
+
+    def fresh(self, ctx: LaunchContext) -> Launch:
+        # a stream-mode record runs no process between turns: the supervisor only uses ``turn``
+        session_id = str(uuid.uuid4())
+        argv = [self._bin(ctx), "--session-id", session_id]
+        return Launch(argv=argv, provider_session=session_id)
+
+    def resume(self, provider_session: str, ctx: LaunchContext) -> Launch:
+        _check_id(provider_session, "resume")
+        return Launch(
+            argv=[self._bin(ctx), "--resume", provider_session], provider_session=provider_session
+        )
+
+    def turn(
+        self, provider_session: str | None, text: str, ctx: LaunchContext, *, first: bool
+    ) -> Launch:
+        if provider_session is None:
+            if not first:
+                raise RoostError("no-provider-session", "claude resumes a turn by its session id")
+            provider_session = str(uuid.uuid4())
+        _check_id(provider_session, "provider_session")
+        flag = "--session-id" if first else "--resume"
+        argv = [self._bin(ctx), "-p", "--output-format", "stream-json", "--verbose"]
+        # the prompt goes after ``--``, so a text starting with "-" is never read as a flag
+        argv += [flag, provider_session, "--", text]
+        return Launch(argv=argv, provider_session=provider_session)
+
+    def parse(self, line: str, stream: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        if stream != "stderr":
+            return stream_json.parse_line(line)
+        events, facts = super().parse(line, stream)
+        if STDERR_ERROR.match(line):
+            facts = {**facts, "error": line.strip()[:1000]}
+        return events, facts
+
+    def classify(
+        self, screen: str, *, exited: bool, evidence: Evidence | None = None
+    ) -> Classification:
+        if exited:
+            seen = read_screen(screen)
+            why = f"{seen.reason}: {seen.detail}" if seen.state == ATTENTION else seen.detail
+            return Classification(EXITED, detail=why)
+        shell = idle_shell(evidence) if evidence is not None else None
+        if shell is not None:
+            return Classification(SHELL, detail=f"{shell.name} (pid {shell.pid}) is in front")
+        return read_screen(screen)
+
+    def discover_identity(self, screen: str, ctx: LaunchContext, *, since: float) -> str | None:
+        """The id in the exit hint "Resume this session with: claude --resume <uuid>"."""
+        found = [m.group(1) for m in map(HINT.match, _lines(screen)) if m]
+        return found[-1].lower() if found else None
+
+
+def _check_id(value: str, name: str) -> None:
+    if not is_session_id(value):
+        raise RoostError(
+            "bad-request", f"a claude session id is a UUID, not {value[:64]!r}", {"field": name}
+        )
+
+
+# -- screens ---------------------------------------------------------------------------------------
+
+
+def read_screen(screen: str) -> Classification:
+    """The classification a screen alone supports (no process evidence)."""
+    lines = _lines(screen)
+    box = input_box(lines)
+    below = lines[box[1] + 1 :] if box else lines
+    for line in below:
+        if HINT.match(line) or NO_CONVERSATION.search(line):
+            return Classification(EXITED, detail=line.strip())
+    if box is None:
+        found = _lowest(lines, DIALOGS)
+        return Classification(ATTENTION, *found) if found else Classification(STARTING)
+    history = [line for line in lines[: box[0]] if line.strip()]
+    if any(BUSY_FOOTER in line for line in below) or (history and SPINNER.match(history[-1])):
+        return Classification(BUSY)
+    found = _lowest(_last_exchange(history), MESSAGES)
+    return Classification(ATTENTION, *found) if found else Classification(READY)
+
+
+def input_box(lines: list[str]) -> tuple[int, int] | None:
+    """The lowest input box: the indexes of its top and bottom rules (prompt line under the top)."""
+    for top in range(len(lines) - 2, -1, -1):
+        if RULE.match(lines[top]) and lines[top + 1].startswith(PROMPT):
+            for bottom in range(top + 2, len(lines)):
+                if RULE.match(lines[bottom]):
+                    return top, bottom
+    return None
+
+
+def _lines(screen: str) -> list[str]:
+    return [line.rstrip() for line in screen.splitlines()]
+
+
+def _lowest(lines: list[str], markers: tuple[Marker, ...]) -> tuple[str, str] | None:
+    """The reason of the lowest line any marker matches, and that line."""
+    for line in reversed(lines):
+        for reason, pattern in markers:
+            if pattern.search(line):
+                return reason, line.strip()[:200]
+    return None
+
+
+def _last_exchange(history: list[str]) -> list[str]:
+    """What was shown since the last submitted prompt (all of it when there was none)."""
+    prompts = [i for i, line in enumerate(history) if line.startswith(PROMPT)]
+    return history[prompts[-1] + 1 :] if prompts else history
+
+
+# -- processes -------------------------------------------------------------------------------------
+
+
+def is_claude(proc: ProcessInfo) -> bool:
+    """The native binary, the npm package's node entry point or a stand-in named ``claude``."""
+    for arg in (proc.name, *proc.cmdline[:2]):
+        if PurePath(arg).name in ("claude", "claude.exe") or "claude-code" in arg:
+            return True
+    return False
+
+
+def idle_shell(evidence: Evidence) -> ProcessInfo | None:
+    """The shell in front of the PTY when claude runs nowhere in it and the shell runs nothing."""
+    front = evidence.foreground()
+    if front is None or front.name not in SHELLS:
+        return None
+    procs = [p for p in (evidence.agent, *evidence.descendants) if p is not None]
+    if any(is_claude(p) for p in procs) or any(p.ppid == front.pid for p in procs):
+        return None
+    return front

@@ -1,0 +1,211 @@
+"""The claude provider end to end: a real node driving the stand-in ``tests/fakes/claude``.
+
+The record's env names the binary (``ROOST_CLAUDE_BIN``) and a private ``CLAUDE_CONFIG_DIR``, so
+nothing here reads or writes the user's own ~/.claude.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Node, wait_for
+
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
+FAKE = FAKES / "claude"
+TURN_KINDS = [
+    "session.input",
+    "session.tool_call",
+    "session.tool_result",
+    "session.output",
+    "session.turn",
+]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    work = tmp_path / "proj"
+    work.mkdir()
+    return work
+
+
+def claude_env(tmp_path: Path, *extra: str) -> list[str]:
+    pairs = [f"ROOST_CLAUDE_BIN={FAKE}", f"CLAUDE_CONFIG_DIR={tmp_path / 'claude'}", *extra]
+    return [arg for pair in pairs for arg in ("--env", pair)]
+
+
+def transcript(tmp_path: Path, project: Path, sid: str) -> Path:
+    escaped = re.sub(r"[^a-zA-Z0-9]", "-", str(project))
+    return tmp_path / "claude" / "projects" / escaped / f"{sid}.jsonl"
+
+
+def activity(node: Node, ref: str, wanted: str, timeout: float = 15.0) -> dict[str, Any]:
+    return wait_for(
+        lambda: r if (r := node.record(ref))["activity"] == wanted else None,
+        timeout,
+        f"{ref} to be {wanted}",
+    )
+
+
+def inputs(node: Node, rid: str) -> list[dict[str, Any]]:
+    return [e for e in node.run("events", "--id", rid)["events"] if e["kind"] == "session.input"]
+
+
+def test_a_pty_session_answers_stops_and_resumes_the_same_conversation(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    spawned = node.run(
+        "spawn", "claude", "--name", "cc", "--cwd", str(project), *claude_env(tmp_path)
+    )
+    rec = spawned["record"]
+    sid = rec["provider_session"]
+    assert rec["state"] == "live" and rec["mode"] == "pty" and rec["generation"] == 1
+    assert str(uuid.UUID(sid)) == sid  # assigned up front, before claude ran
+    activity(node, "cc", "ready")
+
+    node.run("prompt", "cc", "hello roost")
+    node.wait_screen("cc", "You said: hello roost")
+    activity(node, "cc", "ready")
+    assert transcript(tmp_path, project, sid).exists()
+
+    stopped = node.run("stop", "cc")["record"]
+    assert stopped["state"] == "dormant" and stopped["provider_session"] == sid
+    resumed = node.run("resume", rec["id"])["record"]
+    assert resumed["state"] == "live" and resumed["generation"] == 2
+    assert resumed["provider_session"] == sid
+    node.wait_screen("cc", "You said: hello roost")  # the conversation claude read back
+    activity(node, "cc", "ready")
+    node.run("prompt", "cc", "second")
+    node.wait_screen("cc", "You said: second")
+    lines = transcript(tmp_path, project, sid).read_text().splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["user", "assistant"] * 2
+
+
+def test_a_conversation_with_no_message_cannot_be_resumed(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    """As with claude: the conversation file appears with the first message, so a session stopped
+    before one has nothing to resume; claude says so and exits 1."""
+    node.up()
+    rec = node.run("spawn", "claude", "--cwd", str(project), *claude_env(tmp_path))["record"]
+    activity(node, rec["id"], "ready")
+    node.run("stop", rec["id"])
+    node.run("resume", rec["id"])
+    gone = node.wait_state(rec["id"], "dormant")
+    assert gone["last_exit"]["code"] == 1 and gone["generation"] == 2
+    shown = node.run("show", rec["id"], "--screen")
+    assert "No conversation found with session ID: " + rec["provider_session"] in (
+        shown["last_screen"] or ""
+    )
+
+
+def test_a_stream_session_runs_turns_with_a_tool_call(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    # PATH: stream turns are planned without the record's env today, so argv[0] is "claude"
+    env = claude_env(tmp_path, f"PATH={FAKES}{os.pathsep}{os.environ['PATH']}")
+    rec = node.run("spawn", "claude", "--mode", "stream", "--cwd", str(project), *env)["record"]
+    rid, sid = rec["id"], rec["provider_session"]
+    assert rec["state"] == "live" and str(uuid.UUID(sid)) == sid
+
+    done = node.run("turn", rid, "/tool echo hi", "--wait")
+    assert done["turn"]["state"] == "completed"
+    assert [e["kind"] for e in done["events"]] == TURN_KINDS
+    call, result, output = (e["data"] for e in done["events"][1:4])
+    assert call["name"] == "Bash" and call["input"] == {"command": "echo hi"}
+    assert result["content"] == "hi" and result["id"] == call["id"]
+    assert output["text"] == "Tool said hi."
+
+    again = node.run("turn", rid, "and again", "--wait")  # --resume of the same conversation
+    assert again["turn"]["state"] == "completed"
+    texts = [e["data"]["text"] for e in again["events"] if e["kind"] == "session.output"]
+    assert texts == ["Hello from the fake. You said: and again"]
+    assert len(transcript(tmp_path, project, sid).read_text().splitlines()) == 4
+
+    node.run("stop", rid)
+    assert node.run("resume", rid)["record"]["generation"] == 2
+    after = node.run("turn", rid, "after the resume", "--wait")
+    assert after["turn"]["state"] == "completed", after["turn"]["result"]
+    assert after["turn"]["result"]["provider_session"] == sid
+    assert len(transcript(tmp_path, project, sid).read_text().splitlines()) == 6
+
+
+def test_a_stream_turn_uses_the_binary_named_in_the_record_env(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    env = claude_env(tmp_path, "PATH=/usr/bin:/bin")  # no claude on this PATH
+    rid = node.run("spawn", "claude", "--mode", "stream", "--cwd", str(project), *env)["record"][
+        "id"
+    ]
+    done = node.run("turn", rid, "hi", "--wait")
+    assert done["turn"]["state"] == "completed", done["turn"]["result"]
+
+
+def test_a_logged_out_turn_fails_with_claudes_message(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    env = claude_env(
+        tmp_path, f"PATH={FAKES}{os.pathsep}{os.environ['PATH']}", "FAKE_CLAUDE_NOAUTH=1"
+    )
+    rid = node.run("spawn", "claude", "--mode", "stream", "--cwd", str(project), *env)["record"][
+        "id"
+    ]
+    done = node.run("turn", rid, "hi", "--wait")
+    assert done["turn"]["state"] == "failed"  # though claude's result says subtype "success"
+    assert done["turn"]["result"]["is_error"] is True
+    assert done["turn"]["result"]["result"] == "Not logged in · Please run /login"
+
+
+def test_a_trust_screen_is_reported_and_never_answered(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    env = claude_env(tmp_path, "FAKE_CLAUDE_SCREEN=trust")
+    rid = node.run("spawn", "claude", "--cwd", str(project), *env)["record"]["id"]
+    rec = node.wait_state(rid, "attention")
+    assert rec["attention"] == "trust" and rec["activity"] == "attention"
+    assert "Yes, I trust this folder" in node.screen(rid)
+    assert inputs(node, rid) == []  # roost typed nothing: "No, exit" is the default
+    assert node.record(rid)["state"] == "attention"
+    # a human answers; the session goes on
+    node.run("key", rid, "down", "enter")
+    activity(node, rid, "ready")
+    assert node.record(rid)["state"] == "live"
+
+
+def test_a_permission_prompt_waits_for_a_human(node: Node, tmp_path: Path, project: Path) -> None:
+    node.up()
+    env = claude_env(tmp_path, "FAKE_CLAUDE_SCREEN=permission")
+    rid = node.run("spawn", "claude", "--cwd", str(project), *env)["record"]["id"]
+    activity(node, rid, "ready")
+    node.run("prompt", rid, "make a file")
+    rec = node.wait_state(rid, "attention")
+    assert rec["attention"] == "permission"
+    assert [e["data"]["text"] for e in inputs(node, rid)] == ["make a file"]
+    node.run("key", rid, "enter")  # "1. Yes", by a human
+    node.wait_screen(rid, "You said: make a file")
+    node.wait_state(rid, "live")
+
+
+def test_a_slow_start_and_a_crash(node: Node, tmp_path: Path, project: Path) -> None:
+    node.up()
+    slow = node.run(
+        "spawn", "claude", "--cwd", str(project), *claude_env(tmp_path, "FAKE_CLAUDE_SLOW_START=2")
+    )["record"]
+    assert slow["state"] == "live" and slow["activity"] != "ready"
+    crashed = node.run(
+        "spawn", "claude", "--cwd", str(project), *claude_env(tmp_path, "FAKE_CLAUDE_CRASH=1")
+    )["record"]
+    gone = node.wait_state(crashed["id"], "dormant")
+    assert gone["last_exit"]["code"] == 1
+    activity(node, slow["id"], "ready")
