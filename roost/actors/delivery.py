@@ -73,12 +73,15 @@ class Deliverer:
 
     async def _turn_end(self, entry: Entry) -> None:
         facts = self.facts.pop(entry["turn"], {})
-        ok = entry.get("exit") == 0 and "result" in facts and not facts.get("is_error")
+        # completed: the process exited 0 and the provider said it finished (a final result, or a
+        # completion marker for CLIs whose turns may end without assistant text), with no error
+        finished = "result" in facts or bool(facts.get("completed"))
+        ok = entry.get("exit") == 0 and finished and not facts.get("is_error")
         result = {
             "exit": entry.get("exit"),
             "result": facts.get("result"),
             "is_error": facts.get("is_error"),
-            "error": facts.get("error"),  # the provider's own words when it failed
+            "provider_error": facts.get("error"),  # the provider's own words when it failed
             "reason": entry.get("reason"),
         }
         if facts.get("session_id"):

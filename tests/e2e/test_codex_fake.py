@@ -1,0 +1,273 @@
+"""The codex provider end to end: a real node driving the stand-in ``tests/fakes/codex``.
+
+The record's env names the binary (``ROOST_CODEX_BIN``) and a private ``CODEX_HOME``, so nothing
+here reads or writes the user's own ~/.codex. Codex chooses its own thread id: roost learns it
+from the rollout file (pty) or the ``thread.started`` line (stream).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.e2e.conftest import Node, wait_for
+
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
+FAKE = FAKES / "codex"
+TURN_KINDS = [
+    "session.input",
+    "session.tool_call",
+    "session.tool_result",
+    "session.output",
+    "session.turn",
+]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    work = tmp_path / "proj"
+    work.mkdir()
+    return work
+
+
+def codex_env(tmp_path: Path, *extra: str) -> list[str]:
+    pairs = [f"ROOST_CODEX_BIN={FAKE}", f"CODEX_HOME={tmp_path / 'codex'}", *extra]
+    return [arg for pair in pairs for arg in ("--env", pair)]
+
+
+def spawn(node: Node, project: Path, tmp_path: Path, *extra: str, mode: str = "pty") -> str:
+    args = ["spawn", "codex", "--cwd", str(project), "--mode", mode, *codex_env(tmp_path, *extra)]
+    rec = node.run(*args)["record"]
+    assert rec["state"] == "live" and rec["provider_session"] is None  # codex picks it later
+    return str(rec["id"])
+
+
+def rollouts(tmp_path: Path) -> dict[str, Path]:
+    """Thread id -> rollout file, as codex names them."""
+    found = (tmp_path / "codex" / "sessions").glob("*/*/*/rollout-*.jsonl")
+    return {path.name.removesuffix(".jsonl")[-36:]: path for path in found}
+
+
+def user_messages(path: Path) -> list[str]:
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [
+        obj["payload"]["content"][0]["text"]
+        for obj in lines
+        if obj["type"] == "response_item" and obj["payload"].get("role") == "user"
+    ]
+
+
+def activity(node: Node, ref: str, wanted: str, timeout: float = 15.0) -> dict[str, Any]:
+    return wait_for(
+        lambda: r if (r := node.record(ref))["activity"] == wanted else None,
+        timeout,
+        f"{ref} to be {wanted}",
+    )
+
+
+def identity(node: Node, ref: str) -> str:
+    rec = wait_for(
+        lambda: r if (r := node.record(ref))["provider_session"] else None,
+        15,
+        f"the provider session of {ref}",
+    )
+    return str(rec["provider_session"])
+
+
+def inputs(node: Node, rid: str) -> list[dict[str, Any]]:
+    return [e for e in node.run("events", "--id", rid)["events"] if e["kind"] == "session.input"]
+
+
+def events(node: Node, rid: str, kind: str) -> list[dict[str, Any]]:
+    return [e for e in node.run("events", "--id", rid)["events"] if e["kind"] == kind]
+
+
+def offline_fakes(node: Node) -> list[int]:
+    found = []
+    for proc in node.processes():
+        with contextlib.suppress(psutil.Error):
+            if "FAKE_CODEX_OFFLINE" in proc.environ():
+                found.append(proc.pid)
+    return found
+
+
+# -- pty -----------------------------------------------------------------------------------------
+
+
+def test_a_pty_session_learns_its_id_answers_stops_and_resumes(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    rid = spawn(node, project, tmp_path)
+    activity(node, rid, "ready")
+    node.run("prompt", rid, "SLOW hello codex")
+    activity(node, rid, "busy")
+    node.wait_screen(rid, "Hello from the fake codex: SLOW hello codex")
+    activity(node, rid, "ready")
+
+    # like codex >= 0.151 the rollout appears with the first turn; roost reads the id from it
+    sid = identity(node, rid)
+    assert list(rollouts(tmp_path)) == [sid]
+    assert [e["data"]["provider_session"] for e in events(node, rid, "session.identity")] == [sid]
+
+    stopped = node.run("stop", rid)["record"]
+    assert stopped["state"] == "dormant" and stopped["provider_session"] == sid
+    resumed = node.run("resume", rid)["record"]
+    assert resumed["state"] == "live" and resumed["generation"] == 2
+    assert resumed["provider_session"] == sid
+    node.wait_screen(rid, "Hello from the fake codex: SLOW hello codex")  # read back by codex
+    activity(node, rid, "ready")
+    verdicts = wait_for(lambda: events(node, rid, "session.resume"), 15, "the resume verdict")
+    assert [v["data"]["outcome"] for v in verdicts] == ["resumed"]
+    node.run("prompt", rid, "second")
+    node.wait_screen(rid, "Hello from the fake codex: second")
+    assert user_messages(rollouts(tmp_path)[sid]) == ["SLOW hello codex", "second"]
+    assert node.record(rid)["provider_session"] == sid
+
+
+def test_a_session_stopped_before_its_first_turn_has_no_id_to_resume_by(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    rid = spawn(node, project, tmp_path)
+    activity(node, rid, "ready")
+    stopped = node.run("stop", rid)["record"]
+    assert stopped["state"] == "dormant" and stopped["provider_session"] is None
+    assert rollouts(tmp_path) == {}  # codex wrote nothing: there is no conversation
+    assert node.error("resume", rid)["code"] == "no-provider-session"
+
+
+def test_a_resume_whose_rollout_is_gone_ends_with_codexs_error(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    rid = spawn(node, project, tmp_path)
+    activity(node, rid, "ready")
+    node.run("prompt", rid, "remember me")
+    sid = identity(node, rid)
+    node.run("stop", rid)
+    rollouts(tmp_path)[sid].unlink()
+    node.run("resume", rid)
+    gone = node.wait_state(rid, "dormant")
+    assert gone["generation"] == 2 and gone["last_exit"]["code"] == 1
+    assert gone["provider_session"] == sid  # kept: never swapped for a fresh conversation
+    shown = node.run("show", rid, "--screen")
+    assert f"no rollout found for thread id {sid}" in (shown["last_screen"] or "")
+
+
+def test_a_login_screen_is_reported_and_nothing_is_typed(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    rid = spawn(node, project, tmp_path, "FAKE_CODEX_SCREEN=login")
+    rec = node.wait_state(rid, "attention")
+    assert rec["attention"] == "login" and rec["activity"] == "attention"
+    assert "Sign in with ChatGPT" in node.screen(rid)
+    assert inputs(node, rid) == []
+    assert node.record(rid)["state"] == "attention"
+
+
+def test_a_trust_screen_waits_for_a_human(node: Node, tmp_path: Path, project: Path) -> None:
+    node.up()
+    rid = spawn(node, project, tmp_path, "FAKE_CODEX_SCREEN=trust")
+    rec = node.wait_state(rid, "attention")
+    assert rec["attention"] == "trust" and inputs(node, rid) == []
+    node.run("key", rid, "enter")  # "1. Trust and continue", by a human
+    activity(node, rid, "ready")
+    assert node.record(rid)["state"] == "live"
+
+
+def test_a_command_approval_waits_for_a_human(node: Node, tmp_path: Path, project: Path) -> None:
+    node.up()
+    rid = spawn(node, project, tmp_path, "FAKE_CODEX_SCREEN=permission")
+    activity(node, rid, "ready")
+    node.run("prompt", rid, "touch /outside")
+    rec = node.wait_state(rid, "attention")
+    assert rec["attention"] == "permission"
+    assert [e["data"]["text"] for e in inputs(node, rid)] == ["touch /outside"]
+    node.run("key", rid, "enter")  # "1. Yes, proceed"
+    node.wait_screen(rid, "Hello from the fake codex: touch /outside")
+    node.wait_state(rid, "live")
+
+
+def test_a_slow_start_and_a_crash(node: Node, tmp_path: Path, project: Path) -> None:
+    node.up()
+    slow = spawn(node, project, tmp_path, "FAKE_CODEX_SLOW_START=2")
+    assert node.record(slow)["activity"] != "ready"
+    crashed = spawn(node, project, tmp_path, "FAKE_CODEX_CRASH=1")
+    gone = node.wait_state(crashed, "dormant")
+    assert gone["last_exit"]["code"] == 101  # a Rust panic
+    assert "panicked" in (node.run("show", crashed, "--screen")["last_screen"] or "")
+    activity(node, slow, "ready")
+
+
+# -- stream ----------------------------------------------------------------------------------------
+
+
+def test_a_stream_turn_with_a_tool_call_learns_the_thread_and_continues_it(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    rid = spawn(node, project, tmp_path, mode="stream")
+    done = node.run("turn", rid, "/tool echo hi", "--wait")
+    assert done["turn"]["state"] == "completed"
+    assert [e["kind"] for e in done["events"]] == TURN_KINDS  # codex's stderr noise is dropped
+    call, result, output = (e["data"] for e in done["events"][1:4])
+    assert call["name"] == "command_execution"
+    assert call["input"] == {"command": "/bin/bash -lc 'echo hi'"}
+    assert result["content"] == "hi\n" and result["id"] == call["id"]
+    assert output["text"] == "Tool said hi."
+    sid = identity(node, rid)
+    assert done["turn"]["result"]["provider_session"] == sid
+    assert list(rollouts(tmp_path)) == [sid]
+
+    again = node.run("turn", rid, "--wait", "--", "-and again")  # codex exec resume <sid>
+    assert again["turn"]["state"] == "completed"
+    texts = [e["data"]["text"] for e in again["events"] if e["kind"] == "session.output"]
+    assert texts == ["Hello from the fake codex: -and again"]
+    assert user_messages(rollouts(tmp_path)[sid]) == ["/tool echo hi", "-and again"]
+    assert node.record(rid)["provider_session"] == sid
+
+
+def test_a_stream_turn_uses_the_binary_named_in_the_record_env(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    rid = spawn(node, project, tmp_path, "PATH=/usr/bin:/bin", mode="stream")  # no codex there
+    done = node.run("turn", rid, "hi", "--wait")
+    assert done["turn"]["state"] == "completed"
+
+
+def test_roosts_deadlines_end_an_offline_turn_and_a_silent_one(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    """Offline, codex exec prints "Reconnecting..." for ever: the lines keep the silence clock
+    from running out, so the wall-clock deadline ends the turn; a quiet one meets the silence."""
+    node.env.update(ROOST_CODEX_TURN_SILENCE_S="1.5", ROOST_CODEX_TURN_DEADLINE_S="4")
+    node.up()
+    offline = spawn(node, project, tmp_path, "FAKE_CODEX_OFFLINE=1", mode="stream")
+    quiet = spawn(node, project, tmp_path, "FAKE_CODEX_STREAM_DELAY_MS=5000", mode="stream")
+    started = time.monotonic()
+    node.run("turn", quiet, "anyone there?")
+    done = node.run("turn", offline, "hi", "--wait", "--wait-timeout", "30")
+    assert done["turn"]["state"] == "failed"
+    assert done["turn"]["result"]["reason"] == "turn-deadline"
+    assert not done["turn"]["result"]["is_error"]  # "Reconnecting..." alone is no verdict
+    assert done["turn"]["result"]["provider_error"].startswith(
+        "Reconnecting... waiting for network"
+    )
+    assert time.monotonic() - started < 20
+    stderr = [e["data"]["line"] for e in done["events"] if e["kind"] == "session.stderr"]
+    assert stderr[0].startswith("Reconnecting... 1/5") and len(stderr) > 5
+    assert done["turn"]["result"]["provider_session"] == node.record(offline)["provider_session"]
+    assert not offline_fakes(node)
+
+    silent = node.run("turn", quiet, "--wait", "--wait-timeout", "30")
+    assert silent["turn"]["state"] == "failed"
+    assert silent["turn"]["result"]["reason"] == "silence-deadline"
