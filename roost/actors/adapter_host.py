@@ -65,6 +65,7 @@ class AdapterActor:
         return {
             **launch.to_wire(),
             "submit": self.adapter.submit,
+            "submit_delay_s": self.adapter.submit_delay_s,
             "turn_silence_s": self.adapter.turn_silence_s,
             "turn_deadline_s": self.adapter.turn_deadline_s,
         }

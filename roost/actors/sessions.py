@@ -199,6 +199,7 @@ class Sessions:
             "rows": record.rows,
             "cols": record.cols,
             "submit": plan.get("submit", b"\r"),
+            "submit_delay_s": plan.get("submit_delay_s", 0.0),
             "endpoint": self.endpoint,
             "token": self._token,
             "session_dir": str(session_dir(self.state_dir, record.id)),

@@ -55,6 +55,7 @@ class Supervisor:
         self.instance_id: str = spec["instance_id"]
         self.provider: str = spec["provider"]
         self.submit: bytes = spec.get("submit", b"\r")
+        self.submit_delay: float = spec.get("submit_delay_s") or 0.0
         self.dir = Path(spec["session_dir"])
         self.term = Terminal(spec["rows"], spec["cols"])
         self.transcript = Transcript(self.dir)
@@ -245,7 +246,12 @@ class Supervisor:
         return self.agent
 
     async def _type(
-        self, header: p.Header, kind: str, data: bytes, shown: dict[str, Any]
+        self,
+        header: p.Header,
+        kind: str,
+        data: bytes,
+        shown: dict[str, Any],
+        then: bytes = b"",
     ) -> dict[str, Any]:
         """Commit the input event (and its operation), then type it: accepted means durable."""
         agent = self._pty(header)
@@ -272,10 +278,17 @@ class Supervisor:
                     "seq": (committed["seqs"] or [None])[0],
                 }
             agent.write(data)
+            if then:  # the submit key apart from the text: some TUIs take a burst for a paste
+                await asyncio.sleep(self.submit_delay)
+                agent.write(then)
         return {"accepted": True, "seq": committed["seqs"][0]}
 
     async def on_prompt(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         text = f.text(body, "text")
+        if self.submit_delay:
+            return await self._type(
+                header, "prompt", text.encode(), {"text": text}, then=self.submit
+            )
         return await self._type(header, "prompt", text.encode() + self.submit, {"text": text})
 
     async def on_input(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:

@@ -116,6 +116,9 @@ class Adapter(ABC):
 
     provider: str = ""
     submit: bytes = b"\r"
+    # A pause between typed text and its submit key, for TUIs that read a fast burst ending in
+    # Enter as a paste (the Enter then becomes a newline in the composer).
+    submit_delay_s: float = 0.0
     # Roost's own deadlines for a stream turn (None: none): no output line at all for
     # ``turn_silence_s``, or a turn running longer than ``turn_deadline_s`` (codex offline prints
     # "Reconnecting..." forever, so only a wall-clock deadline ends it).

@@ -112,6 +112,9 @@ def _seconds(environ: Mapping[str, str], name: str, default: float) -> float | N
 
 class CodexAdapter(Adapter):
     provider = "codex"
+    # The TUI reads text and an Enter arriving together as a paste, so the Enter only adds a line
+    # to the composer (seen with codex 0.171.0 in a PTY): submit apart, after a pause.
+    submit_delay_s = 0.3
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         # The adapter host's environment (the node's): deadlines are per adapter, and it is the

@@ -16,7 +16,7 @@ import pytest
 
 from tests.e2e.conftest import Node, wait_for
 from tests.fakes.model_api import ModelApi
-from tests.real.harness import Cli, claude_env
+from tests.real.harness import Cli, base_env, claude_env, codex_env
 
 Setup = Callable[[Path, ModelApi, Path], dict[str, str]]
 
@@ -119,3 +119,21 @@ def test_claude_unauthenticated_start_needs_a_human(
     env = claude_env(tmp_path / "homes", model_api, cwd, onboarded=False)
     # a first start that reaches the API walks through onboarding to the login (PROVIDERS 1.4b)
     _unauthenticated_is_login(node, claude, "ROOST_CLAUDE_BIN", env, cwd)
+
+
+def test_codex_through_roost(node: Node, codex: Cli, model_api: ModelApi, tmp_path: Path) -> None:
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+    env = codex_env(tmp_path / "homes", model_api, cwd)
+    _spawn_pty_resume_and_stream(node, codex, "ROOST_CODEX_BIN", env, cwd, model_api)
+
+
+def test_codex_unauthenticated_start_needs_a_human(
+    node: Node, codex: Cli, model_api: ModelApi, tmp_path: Path
+) -> None:
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+    home = tmp_path / "homes" / "codex"
+    home.mkdir(parents=True)  # no config, no credentials: codex asks how to sign in
+    env = {**base_env(tmp_path / "homes" / "home"), "CODEX_HOME": str(home)}
+    _unauthenticated_is_login(node, codex, "ROOST_CODEX_BIN", env, cwd)
