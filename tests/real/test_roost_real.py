@@ -16,7 +16,7 @@ import pytest
 
 from tests.e2e.conftest import Node, wait_for
 from tests.fakes.model_api import ModelApi
-from tests.real.harness import Cli, base_env, claude_env, codex_env
+from tests.real.harness import MODULES, Cli, base_env, claude_env, codex_env, kimi_env
 
 Setup = Callable[[Path, ModelApi, Path], dict[str, str]]
 
@@ -137,3 +137,15 @@ def test_codex_unauthenticated_start_needs_a_human(
     home.mkdir(parents=True)  # no config, no credentials: codex asks how to sign in
     env = {**base_env(tmp_path / "homes" / "home"), "CODEX_HOME": str(home)}
     _unauthenticated_is_login(node, codex, "ROOST_CODEX_BIN", env, cwd)
+
+
+def _kimi_bin(kimi: Cli) -> Cli:
+    """Roost runs one program: the npm shim, whose ``env node`` finds Node 22 first on PATH."""
+    return Cli("kimi", [str(MODULES / ".bin" / "kimi")])
+
+
+def test_kimi_through_roost(node: Node, kimi: Cli, model_api: ModelApi, tmp_path: Path) -> None:
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+    env = kimi_env(tmp_path / "homes", model_api, cwd)
+    _spawn_pty_resume_and_stream(node, _kimi_bin(kimi), "ROOST_KIMI_BIN", env, cwd, model_api)
