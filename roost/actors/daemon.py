@@ -34,6 +34,7 @@ from roost.broker.errors import RoostError
 from roost.broker.locate import (
     ACTOR_TOKEN_ENV,
     ACTOR_TOKEN_FILE,
+    OBSERVER_TOKEN_FILE,
     NodeInfo,
     clear_node_info,
     load_or_create_secret,
@@ -75,6 +76,7 @@ class Daemon:
                 pub_endpoints=[self.events_ep],
                 token=token,
                 actor_token=self.actor_token,
+                observer_token=load_or_create_secret(state_dir / OBSERVER_TOKEN_FILE),
                 incarnation=self.incarnation,
                 node_id=node_id,
             ),

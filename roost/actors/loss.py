@@ -25,14 +25,20 @@ from roost.broker.errors import RoostError
 log = structlog.get_logger("roost.loss")
 
 
-async def salvage_spool(peer: Peer, record: Record, directory: Path) -> int:
-    """Deliver what a dead supervisor left undelivered; returns how many entries were."""
+async def salvage_spool(peer: Peer, record: Record, directory: Path) -> tuple[int, str | None]:
+    """Deliver what a dead supervisor left undelivered; returns how many entries were, and the
+    provider session id it had learned (from a turn's output or an identity report), if any."""
     entries = pending(directory)
-    deliver = Deliverer(peer, record.provider, str((record.active or {}).get("instance")))
+    learned: list[str] = []
+    instance = str((record.active or {}).get("instance"))
+    deliver = Deliverer(peer, record.provider, instance, on_identity=learned.append)
     done = 0
     for entry in entries:
         if entry.get("t") == "report":
-            continue  # reports are about the process, which the node now settles itself
+            found = (entry.get("body") or {}).get("provider_session")
+            if entry.get("method") == "node.session.identity" and found:
+                learned.append(str(found))
+            continue  # other reports are about the process, which the node now settles itself
         try:
             await deliver(entry)
         except RoostError as err:
@@ -41,7 +47,7 @@ async def salvage_spool(peer: Peer, record: Record, directory: Path) -> int:
             log.error("salvage-refused", record=record.id, n=entry.get("n"), code=err.code)
         mark_delivered(directory, int(entry["n"]))
         done += 1
-    return done
+    return done, (learned[-1] if learned else None)
 
 
 def kill_session_processes(active: dict[str, Any]) -> None:

@@ -293,6 +293,9 @@ class Sessions:
             await self.update(record, {"provider_session": found}, events=[event])
             return {"ok": True}
         data.update(previous=record.provider_session, mismatch=True)
+        if record.state not in (r.LIVE, r.ATTENTION):  # nothing running to look at: log it only
+            await self.update(record, {}, events=[event])
+            return {"ok": True}
         await self.set_state(record, r.ATTENTION, extra=[event], attention="resume-unverified")
         return {"ok": True}
 
@@ -374,7 +377,10 @@ class Sessions:
         active = record.active or {}
         kill_session_processes(active)
         directory = self.state_dir / "sessions" / record.id
-        await salvage_spool(self.peer, record, directory)
+        _, learned = await salvage_spool(self.peer, record, directory)
+        identity: dict[str, Any] = {}
+        if learned and record.provider_session is None:  # keep what makes it resumable by id
+            identity = {"provider_session": learned}
         interrupted = await interrupt_turns(self.peer, record, reason)
         lost = {
             "kind": "session.lost",
@@ -383,14 +389,26 @@ class Sessions:
             "data": {"reason": reason, "interrupted_turns": interrupted},
         }
         log.warning("session-lost", record=record.id, reason=reason)
+        extra = [lost]
+        if identity:
+            extra.insert(
+                0,
+                {
+                    "kind": "session.identity",
+                    "record": record.id,
+                    "generation": record.generation,
+                    "data": identity,
+                },
+            )
         return await self.set_state(
             record,
             r.DORMANT,
-            extra=[lost],
+            extra=extra,
             active=None,
             activity=None,
             attention=None,
             last_exit={"lost": reason},
+            **identity,
         )
 
     async def sweep(self, registered: set[str]) -> None:

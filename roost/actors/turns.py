@@ -186,6 +186,7 @@ class TurnRunner:
         )
         self.first = False
         self.running, self.proc = None, None
+        self._stopping = False  # a deadline or stop ends this turn only
 
     def render(self, events: list[dict[str, Any]]) -> None:
         """Show delivered turn events on the session's screen."""

@@ -22,6 +22,7 @@ from roost.broker.errors import RoostError
 NODE_FILE = "node.json"
 TOKEN_FILE = "token"
 TOKEN_ENV = "ROOST_TOKEN"
+OBSERVER_TOKEN_FILE = "observer-token"  # grants the read-only role observer
 ACTOR_TOKEN_FILE = "actor-token"  # what actors (not clients) present in their hello
 ACTOR_TOKEN_ENV = "ROOST_ACTOR_TOKEN"
 

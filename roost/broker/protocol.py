@@ -93,6 +93,21 @@ EVENT_KINDS: dict[str, str] = {
 }
 
 ROLE_ACTOR = "actor"
+OPERATOR, OBSERVER = "operator", "observer"
+# What an observer may call: reading, listing, events; never a change.
+READ_METHODS = frozenset(
+    {
+        "initialize",
+        "node.status",
+        "workspace.list",
+        "session.list",
+        "session.show",
+        "session.transcript",
+        "events.since",
+        "operation.lookup",
+        "session.turn.wait",
+    }
+)
 
 
 def pack(obj: dict[str, Any]) -> bytes:

@@ -37,6 +37,7 @@ class BrokerConfig:
     actor_token: str
     incarnation: str
     node_id: str = ""
+    observer_token: str = ""  # a second token, for read-only clients (role observer)
 
 
 class Broker:
@@ -152,6 +153,12 @@ class Broker:
     def _route_request(self, sender: PeerEntry, header: p.Header, body: bytes) -> None:
         if not sender.actor and header.target not in CLIENT_TARGETS:
             raise RoostError("forbidden", "clients address the node; actors are internal")
+        if sender.meta.get("role") == p.OBSERVER and header.method not in p.READ_METHODS:
+            raise RoostError(
+                "forbidden",
+                f"an observer may not call {header.method!r}",
+                {"method": header.method, "role": p.OBSERVER},
+            )
         target = header.target or "node"
         entry = self.registry.lookup(target)
         if entry is None:
@@ -208,6 +215,14 @@ class Broker:
             {"event": "peer.up", "address": address, "incarnation": incarnation, "meta": meta or {}}
         )
 
+    def _role_of(self, offered: Any) -> str:
+        """The role a token grants (compared in constant time), or ``unauthorized``."""
+        if self._token_ok(offered, self.config.token):
+            return p.OPERATOR
+        if self.config.observer_token and self._token_ok(offered, self.config.observer_token):
+            return p.OBSERVER
+        raise RoostError("unauthorized", "the token was refused")
+
     def _initialize(self, routing_id: bytes, header: p.Header, body: dict[str, Any]) -> None:
         versions = body.get("versions")
         if not isinstance(versions, list) or not all(isinstance(v, int) for v in versions):
@@ -221,15 +236,21 @@ class Broker:
                 "no protocol version in common",
                 {"supported": list(p.SUPPORTED_VERSIONS)},
             )
-        if not self._token_ok(body.get("token"), self.config.token):
-            raise RoostError("unauthorized", "the token was refused")
+        role = self._role_of(body.get("token"))
         known = self.registry.address_of(routing_id)
         conn_id = (
             known[len("client/") :]
             if known and known.startswith("client/")
             else (uuid.uuid4().hex[:16])
         )
-        entry = PeerEntry(f"client/{conn_id}", routing_id, "", self.registry.now(), actor=False)
+        entry = PeerEntry(
+            f"client/{conn_id}",
+            routing_id,
+            "",
+            self.registry.now(),
+            meta={"role": role},
+            actor=False,
+        )
         self.registry.register(entry)
         header.sender = entry.address
         self._send(
@@ -240,6 +261,7 @@ class Broker:
                 "node_id": self.config.node_id,
                 "incarnation": self.config.incarnation,
                 "connection_id": conn_id,
+                "role": role,
                 "events": self.config.pub_endpoints[0] if self.config.pub_endpoints else "",
                 "limits": {
                     "body": p.BODY_LIMIT,

@@ -101,3 +101,30 @@ def test_requests_before_initialize_and_bad_tokens(up: Node) -> None:
     finally:
         raw.close()
     _serving(up)
+
+
+def test_an_observer_reads_and_subscribes_but_never_mutates(up: Node) -> None:
+    rid = up.run("spawn", "echo", "--name", "watched")["record"]["id"]
+    info = read_node_info(up.state_dir)
+    observer_token = (up.state_dir / "observer-token").read_text().strip()
+    observer = Client(info.router, observer_token, events=info.events, timeout=5.0)
+    try:
+        assert observer.initialize()["role"] == "observer"
+        assert [r["id"] for r in observer.call("session.list")["records"]] == [rid]
+        assert observer.call("session.show", {"id": rid, "screen": True})["screen"] is not None
+        assert observer.call("events.since", {"after": 0})["events"]
+        for method, body in (
+            ("session.prompt", {"id": rid, "text": "x"}),
+            ("session.stop", {"id": rid}),
+            ("node.shutdown", {}),
+            ("session.spawn", {"provider": "echo", "cwd": "/"}),
+        ):
+            with pytest.raises(RoostError) as refused:
+                observer.call(method, body)
+            assert refused.value.code == "forbidden", method
+    finally:
+        observer.close()
+    assert up.record(rid)["state"] == "live"
+    assert not [e for e in up.events() if e["kind"] == "session.input"]
+    with up.client() as operator:
+        assert operator.info["role"] == "operator"
