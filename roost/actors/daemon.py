@@ -21,6 +21,7 @@ from typing import Any
 
 import structlog
 import zmq.asyncio
+from zmq.auth.asyncio import AsyncioAuthenticator
 
 from roost.actors import db
 from roost.actors.children import Child
@@ -31,6 +32,7 @@ from roost.actors.peer import Peer
 from roost.actors.process import run_until_stopped, setup_logging
 from roost.actors.sessions import Sessions
 from roost.broker.errors import RoostError
+from roost.broker.keys import AllowedKeys, allowed, is_loopback, node_keys
 from roost.broker.locate import (
     ACTOR_TOKEN_ENV,
     ACTOR_TOKEN_FILE,
@@ -43,7 +45,7 @@ from roost.broker.locate import (
     runtime_dir,
     write_node_info,
 )
-from roost.broker.router import Broker, BrokerConfig
+from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
 
 log = structlog.get_logger("roost.daemon")
 
@@ -61,7 +63,9 @@ def announce(payload: dict[str, Any]) -> None:
 
 
 class Daemon:
-    def __init__(self, state_dir: Path, node_id: str, token: str) -> None:
+    def __init__(
+        self, state_dir: Path, node_id: str, token: str, network: NetworkEndpoint | None = None
+    ) -> None:
         self.state_dir, self.node_id, self.token = state_dir, node_id, token
         self.actor_token = load_or_create_secret(state_dir / ACTOR_TOKEN_FILE)
         self.incarnation = uuid.uuid4().hex[:12]
@@ -101,6 +105,7 @@ class Daemon:
         ]
         self.started = time.time()
         self.failed = False
+        self.network = network
 
     def status(self) -> dict[str, Any]:
         actors: dict[str, Any] = {c.name: c.status() for c in self.children}
@@ -116,10 +121,23 @@ class Daemon:
             "pid": os.getpid(),
             "state_dir": str(self.state_dir),
             "started": self.started,
-            "endpoints": {"router": self.router_ep, "events": self.events_ep},
+            "endpoints": self.endpoints(),
             "actors": actors,
             "broker": dict(self.broker.stats),
         }
+
+    def endpoints(self) -> dict[str, Any]:
+        eps: dict[str, Any] = {"router": self.router_ep, "events": self.events_ep}
+        if self.network is not None:
+            eps["network"] = {
+                "router": self.network.endpoint,
+                "events": self.broker.events_endpoints[-1],
+                "curve": bool(self.network.curve_secret),
+            }
+            if self.network.curve_secret:
+                pair = node_keys(self.state_dir)
+                eps["network"]["server_key"] = pair[0] if pair else None
+        return eps
 
     def registered(self) -> set[str]:
         return {e.address for e in self.broker.registry.actors()}
@@ -129,6 +147,12 @@ class Daemon:
             with contextlib.suppress(FileNotFoundError):
                 (self.runtime / sock).unlink()  # left by a crashed node; we hold the lock
         self.broker.bind()
+        if self.network is not None:
+            if self.network.curve_secret:
+                self.zap = AsyncioAuthenticator(self.ctx)
+                self.zap.start()
+                self.zap.configure_curve_callback("roost", credentials_provider=self.network.keys)
+            self.broker.listen(self.network)
         for sock in ("router", "events"):
             with contextlib.suppress(OSError):
                 os.chmod(self.runtime / sock, 0o600)
@@ -199,10 +223,28 @@ class Daemon:
         await peer.call("state", "state.open", {})
 
 
+def network_endpoint(state_dir: Path, endpoint: str) -> NetworkEndpoint:
+    """A TCP endpoint: loopback may go without CURVE; anything else needs the node's key pair
+    and at least one authorised client key, or the node refuses to start."""
+    if not endpoint.startswith("tcp://") or ":" not in endpoint[6:]:
+        raise RoostError("bad-request", "--listen takes tcp://ADDRESS:PORT", {"field": "listen"})
+    if is_loopback(endpoint):
+        return NetworkEndpoint(endpoint)
+    pair = node_keys(state_dir)
+    if pair is None or not allowed(state_dir):
+        raise RoostError(
+            "insecure-listen",
+            "a network endpoint needs CURVE: run `roost keys "
+            "new` and `roost keys allow CLIENT_KEY` first",
+        )
+    return NetworkEndpoint(endpoint, curve_secret=pair[1], keys=AllowedKeys(state_dir))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="roost-daemon")
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--node-id")
+    parser.add_argument("--listen", help="a tcp:// endpoint for clients (CURVE unless loopback)")
     args = parser.parse_args()
     state_dir = private_dir(Path(args.state_dir))
     private_dir(state_dir / "logs")
@@ -218,7 +260,12 @@ def main() -> None:
         announce({"error": err.to_body()})
         sys.exit(2)
     token = load_or_create_token(state_dir)
-    daemon = Daemon(state_dir, node_id, token)
+    try:
+        network = network_endpoint(state_dir, args.listen) if args.listen else None
+    except RoostError as err:
+        announce({"error": err.to_body()})
+        sys.exit(2)
+    daemon = Daemon(state_dir, node_id, token, network)
     run_until_stopped(daemon.serve)
     lock.release()
     sys.exit(2 if daemon.failed else 0)

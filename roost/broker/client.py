@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,20 @@ import zmq
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.broker.locate import read_node_info, read_token
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A CURVE client identity: the node's public key and this client's key pair (z85)."""
+
+    server_key: str
+    public: str
+    secret: str
+
+    def apply(self, sock: zmq.Socket[Any]) -> None:
+        sock.setsockopt(zmq.CURVE_SERVERKEY, self.server_key.encode())
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, self.public.encode())
+        sock.setsockopt(zmq.CURVE_SECRETKEY, self.secret.encode())
 
 
 class Client:
@@ -31,6 +46,7 @@ class Client:
         events: str = "",
         timeout: float = 15.0,
         ctx: zmq.Context[Any] | None = None,
+        curve: Curve | None = None,
     ) -> None:
         self.router, self.events_endpoint = router, events
         self.timeout = timeout
@@ -39,6 +55,9 @@ class Client:
         self._ctx = ctx or zmq.Context.instance()
         self._sock: zmq.Socket[Any] = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
+        self.curve = curve
+        if curve is not None:
+            curve.apply(self._sock)
         self._sock.connect(router)
         self._ids = itertools.count(1)
         self._prefix = uuid.uuid4().hex[:8] + ":"
@@ -60,7 +79,11 @@ class Client:
             },
             target="broker",
         )
-        self.events_endpoint = self.info.get("events") or self.events_endpoint
+        events = self.info.get("events") or self.events_endpoint
+        host = self.router.rsplit(":", 1)[0]
+        if events.startswith(("tcp://0.0.0.0:", "tcp://*:")):  # bound to all: reach it our way
+            events = f"{host}:{events.rsplit(':', 1)[1]}"
+        self.events_endpoint = events
         return self.info
 
     def close(self) -> None:
@@ -121,15 +144,23 @@ class Client:
             return body_out
 
     def subscribe(self, *prefixes: str) -> EventStream:
-        return EventStream(self._ctx, self.events_endpoint, prefixes or ("",))
+        return EventStream(self._ctx, self.events_endpoint, prefixes or ("",), self.curve)
 
 
 class EventStream:
     """A SUB socket on the node's PUB endpoint; subscribe first, then fill gaps (events.since)."""
 
-    def __init__(self, ctx: zmq.Context[Any], endpoint: str, prefixes: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        ctx: zmq.Context[Any],
+        endpoint: str,
+        prefixes: tuple[str, ...],
+        curve: Curve | None = None,
+    ) -> None:
         self._sock: zmq.Socket[Any] = ctx.socket(zmq.SUB)
         self._sock.setsockopt(zmq.LINGER, 0)
+        if curve is not None:
+            curve.apply(self._sock)
         for prefix in prefixes:
             self._sock.setsockopt(zmq.SUBSCRIBE, prefix.encode())
         self._sock.connect(endpoint)

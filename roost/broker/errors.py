@@ -33,6 +33,7 @@ CODES: dict[str, str] = {
     "node-running": "a node already serves this state directory",
     "node-not-running": "no node serves this state directory",
     "busy": "the node is accepting or cleaning up a turn; try again",
+    "insecure-listen": "a non-loopback endpoint needs CURVE keys and authorised clients",
     "not-claimed": "another client holds a claim on this session",
     "stale-grant": "the claim grant was taken over or has lapsed",
     "durable-state-schema-unsupported": "the state database has a newer schema than this roost",

@@ -22,11 +22,21 @@ import zmq.asyncio
 
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.broker.keys import AllowedKeys
 from roost.broker.registry import HEARTBEAT_S, PeerEntry, Registry
 
 log = structlog.get_logger("roost.broker")
 
 CLIENT_TARGETS = frozenset({"node", ""})
+
+
+@dataclass
+class NetworkEndpoint:
+    """A TCP endpoint for clients; ``curve_secret`` empty only for a loopback address."""
+
+    endpoint: str
+    curve_secret: str = ""
+    keys: AllowedKeys | None = None
 
 
 @dataclass
@@ -52,16 +62,18 @@ class Broker:
         self.config = config
         self.registry = Registry(clock)
         self._ctx = ctx
-        self._router = ctx.socket(zmq.ROUTER)
-        self._router.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self._router.setsockopt(zmq.MAXMSGSIZE, p.HARD_FRAME_LIMIT)
-        self._router.setsockopt(zmq.LINGER, 0)
-        self._pub = ctx.socket(zmq.PUB)
-        self._pub.setsockopt(zmq.LINGER, 0)
+        # One ROUTER and one PUB per kind of endpoint: [0] local (ipc, inproc), [1] network.
+        # A peer's key in the registry is its socket's index byte + its ZeroMQ routing id.
+        self._routers: list[zmq.asyncio.Socket] = []
+        self._pubs: list[zmq.asyncio.Socket] = []
         # zmq.asyncio sends hand errors to a Future; a synchronous shadow of the same socket
         # raises them at once, so a send to a peer that has gone is noticed (EHOSTUNREACH)
-        self._router_now: zmq.Socket[Any] = zmq.Socket.shadow(self._router.underlying)
-        self._pub_now: zmq.Socket[Any] = zmq.Socket.shadow(self._pub.underlying)
+        self._router_now: list[zmq.Socket[Any]] = []
+        self._pub_now: list[zmq.Socket[Any]] = []
+        self._add_sockets({})
+        self.events_endpoints = list(config.pub_endpoints)
+        self.network: NetworkEndpoint | None = None
+        self._curve_user: dict[bytes, str] = {}
         self._warned: set[bytes] = set()
         self.stats = {"routed": 0, "errors": 0, "published": 0}
 
@@ -72,29 +84,69 @@ class Broker:
                 self.registry.remove(entry.address)
                 log.info("peer-down", address=entry.address, reason="process exited")
 
+    def _add_sockets(
+        self, options: dict[int, Any]
+    ) -> tuple[zmq.asyncio.Socket, zmq.asyncio.Socket]:
+        router = self._ctx.socket(zmq.ROUTER)
+        pub = self._ctx.socket(zmq.PUB)
+        for sock in (router, pub):
+            sock.setsockopt(zmq.LINGER, 0)
+            for option, value in options.items():
+                sock.setsockopt(option, value)
+        router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        router.setsockopt(zmq.MAXMSGSIZE, p.HARD_FRAME_LIMIT)
+        self._routers.append(router)
+        self._pubs.append(pub)
+        self._router_now.append(zmq.Socket.shadow(router.underlying))
+        self._pub_now.append(zmq.Socket.shadow(pub.underlying))
+        return router, pub
+
     def bind(self) -> None:
         for ep in self.config.router_endpoints:
-            self._router.bind(ep)
+            self._routers[0].bind(ep)
         for ep in self.config.pub_endpoints:
-            self._pub.bind(ep)
+            self._pubs[0].bind(ep)
+
+    def listen(self, network: NetworkEndpoint) -> None:
+        """Serve clients on a TCP endpoint too; with CURVE unless it is loopback-only."""
+        options: dict[int, Any] = {}
+        if network.curve_secret:
+            options = {
+                zmq.CURVE_SERVER: 1,
+                zmq.CURVE_SECRETKEY: network.curve_secret.encode(),
+                zmq.ZAP_DOMAIN: b"roost",
+            }
+        router, pub = self._add_sockets(options)
+        router.bind(network.endpoint)
+        host = network.endpoint.rsplit(":", 1)[0]
+        pub.bind(f"{host}:*")
+        self.events_endpoints.append(str(pub.getsockopt_string(zmq.LAST_ENDPOINT)))
+        self.network = network
 
     def close(self) -> None:
-        self._router.close(0)
-        self._pub.close(0)
+        for sock in (*self._routers, *self._pubs):
+            sock.close(0)
 
     async def run(self) -> None:
         reaper = asyncio.create_task(self._reap_loop())
+        poller = zmq.asyncio.Poller()
+        for router in self._routers:
+            poller.register(router, zmq.POLLIN)
         try:
             while True:
-                frames = await self._router.recv_multipart(copy=True)
-                self._on_frames(frames)
+                for sock, _ in await poller.poll():
+                    via = self._routers.index(sock)
+                    frames = await sock.recv_multipart(copy=False)
+                    self._on_frames([f.bytes for f in frames], via, frames[-1])
         finally:
             reaper.cancel()
 
     # -- inbound -------------------------------------------------------------------------------
 
-    def _on_frames(self, frames: list[bytes]) -> None:
-        routing_id, rest = frames[0], frames[1:]
+    def _on_frames(self, frames: list[bytes], via: int = 0, last: Any = None) -> None:
+        routing_id, rest = bytes([via]) + frames[0], frames[1:]
+        if via and self.network is not None and self.network.curve_secret and last is not None:
+            self._curve_user[routing_id] = str(last.get("User-Id"))  # the client's public key
         try:
             if len(rest) != 2:
                 raise RoostError("bad-request", "a message is exactly two frames: header, body")
@@ -180,12 +232,11 @@ class Broker:
         if not isinstance(topic, str) or not topic:
             raise RoostError("bad-request", "a publish header needs a 'topic' string")
         event_header = p.Header(kind=p.EVENT, sender=header.sender, extra={"topic": topic})
-        try:
-            self._pub_now.send_multipart(
-                [topic.encode(), event_header.encode(), body], flags=zmq.NOBLOCK
-            )
-        except zmq.Again:
-            return  # PUB may drop (the durable log may not); subscribers fill gaps from it
+        for pub in self._pub_now:
+            try:
+                pub.send_multipart([topic.encode(), event_header.encode(), body], flags=zmq.NOBLOCK)
+            except zmq.Again:
+                continue  # PUB may drop (the durable log may not); subscribers fill gaps from it
         self.stats["published"] += 1
 
     # -- served by the broker itself -----------------------------------------------------------
@@ -215,8 +266,13 @@ class Broker:
             {"event": "peer.up", "address": address, "incarnation": incarnation, "meta": meta or {}}
         )
 
-    def _role_of(self, offered: Any) -> str:
-        """The role a token grants (compared in constant time), or ``unauthorized``."""
+    def _role_of(self, offered: Any, routing_id: bytes) -> str:
+        """The role a CURVE key or a token grants (tokens compared in constant time)."""
+        key = self._curve_user.get(routing_id)
+        if key and self.network is not None and self.network.keys is not None:
+            role = self.network.keys.role(key)  # allowed by ZAP, so it has a role
+            if role:
+                return role
         if self._token_ok(offered, self.config.token):
             return p.OPERATOR
         if self.config.observer_token and self._token_ok(offered, self.config.observer_token):
@@ -236,7 +292,7 @@ class Broker:
                 "no protocol version in common",
                 {"supported": list(p.SUPPORTED_VERSIONS)},
             )
-        role = self._role_of(body.get("token"))
+        role = self._role_of(body.get("token"), routing_id)
         known = self.registry.address_of(routing_id)
         conn_id = (
             known[len("client/") :]
@@ -262,7 +318,9 @@ class Broker:
                 "incarnation": self.config.incarnation,
                 "connection_id": conn_id,
                 "role": role,
-                "events": self.config.pub_endpoints[0] if self.config.pub_endpoints else "",
+                "events": self.events_endpoints[min(routing_id[0], len(self.events_endpoints) - 1)]
+                if self.events_endpoints
+                else "",
                 "limits": {
                     "body": p.BODY_LIMIT,
                     "header": p.HEADER_LIMIT,
@@ -276,10 +334,10 @@ class Broker:
     def _send(self, routing_id: bytes, header: p.Header, body: Any, *, raw: bool = False) -> bool:
         payload = body if raw else p.pack(body)
         try:
-            self._router_now.send_multipart(
-                [routing_id, header.encode(), payload], flags=zmq.NOBLOCK
+            self._router_now[routing_id[0]].send_multipart(
+                [routing_id[1:], header.encode(), payload], flags=zmq.NOBLOCK
             )
-        except zmq.ZMQError:
+        except (zmq.ZMQError, IndexError):
             return False
         return True
 

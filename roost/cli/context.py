@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,12 +12,36 @@ from typing import Any, TypeVar, cast
 
 import click
 
-from roost.broker.client import Client
+from roost.broker.client import Client, Curve
 from roost.broker.errors import RoostError
 from roost.broker.locate import default_state_dir
 from roost.cli.output import fail
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class Remote:
+    """A node reached over the network: its endpoint, and CURVE keys unless it is loopback."""
+
+    endpoint: str
+    server_key: str | None
+    key_file: str | None
+
+    def client(self, timeout: float) -> Client:
+        curve = None
+        if self.server_key or self.key_file:
+            if not (self.server_key and self.key_file):
+                raise RoostError("bad-request", "CURVE needs both --server-key and --key-file")
+            try:
+                pair = json.loads(Path(self.key_file).read_text())
+                curve = Curve(self.server_key, pair["public"], pair["secret"])
+            except (OSError, ValueError, KeyError, TypeError):
+                raise RoostError("bad-request", "the key file cannot be read") from None
+        token = os.environ.get("ROOST_TOKEN", "")
+        client = Client(self.endpoint, token, timeout=timeout, curve=curve)
+        client.initialize()
+        return client
 
 
 @dataclass
@@ -26,8 +51,11 @@ class Ctx:
     timeout: float
     op: str = ""
     grant: str = ""
+    remote: Remote | None = None
 
     def client(self) -> Client:
+        if self.remote is not None:
+            return self.remote.client(self.timeout)
         return Client.for_state_dir(self.state_dir, timeout=self.timeout)
 
     def call(self, method: str, body: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:

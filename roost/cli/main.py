@@ -6,8 +6,9 @@ import click
 
 from roost import __version__
 from roost.cli import control, sessions
-from roost.cli.context import make_ctx
+from roost.cli.context import Remote, make_ctx
 from roost.cli.events import events, workspace
+from roost.cli.keys import keys
 from roost.cli.node import node
 
 
@@ -16,15 +17,28 @@ from roost.cli.node import node
 @click.option("--state-dir", envvar="ROOST_STATE_DIR", help="the node's state directory")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document")
 @click.option("--timeout", type=float, default=15.0, help="seconds to wait for an answer")
+@click.option("--connect", envvar="ROOST_CONNECT", help="a node's tcp:// endpoint (not local)")
+@click.option("--server-key", envvar="ROOST_SERVER_KEY", help="the node's CURVE public key")
+@click.option("--key-file", envvar="ROOST_KEY_FILE", help="this client's key pair (keys new)")
 @click.pass_context
-def cli(ctx: click.Context, state_dir: str | None, as_json: bool, timeout: float) -> None:
+def cli(
+    ctx: click.Context,
+    state_dir: str | None,
+    as_json: bool,
+    timeout: float,
+    connect: str | None,
+    server_key: str | None,
+    key_file: str | None,
+) -> None:
     """roost: durable, supervised sessions for AI coding-agent CLIs."""
     ctx.obj = make_ctx(state_dir, as_json, timeout)
+    ctx.obj.remote = Remote(connect, server_key, key_file) if connect else None
 
 
 cli.add_command(node)
 cli.add_command(events)
 cli.add_command(workspace)
+cli.add_command(keys)
 for cmd in (*sessions.COMMANDS, *control.COMMANDS):
     cli.add_command(cmd)
 

@@ -74,8 +74,9 @@ def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
 
 @node.command("up")
 @click.option("--node-id", help="name this node (only on first start; stored afterwards)")
+@click.option("--listen", help="also serve clients on tcp://ADDRESS:PORT (CURVE unless loopback)")
 @command
-def up(ctx: Ctx, node_id: str | None) -> None:
+def up(ctx: Ctx, node_id: str | None, listen: str | None) -> None:
     """Start the node in the background; returns once it serves."""
     running = _running_status(ctx)
     if running is not None:
@@ -90,6 +91,8 @@ def up(ctx: Ctx, node_id: str | None) -> None:
     argv = [sys.executable, "-m", "roost.actors.daemon", "--state-dir", str(state_dir)]
     if node_id:
         argv += ["--node-id", node_id]
+    if listen:
+        argv += ["--listen", listen]
     with open(logs / "daemon.stderr", "ab") as err:
         proc = subprocess.Popen(
             argv,

@@ -1,0 +1,134 @@
+"""CURVE keys for network endpoints: the node's key pair and the authorised client keys.
+
+Files under ``<state-dir>/keys/`` (0700): ``node.secret`` (0600) and ``node.public`` (z85), and
+``allowed.json`` mapping each authorised client public key to its role (``operator`` or
+``observer``) and a name. A client keeps its own pair in a file of its choosing (``keys new
+--client``). Revoking a key refuses its next connection (the ZAP check reads the file each time).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import zmq
+from zmq.utils import z85
+
+from roost.broker.errors import RoostError
+from roost.broker.locate import private_dir
+from roost.broker.protocol import OBSERVER, OPERATOR
+
+ROLES = (OPERATOR, OBSERVER)
+
+
+def keys_dir(state_dir: Path) -> Path:
+    return private_dir(state_dir / "keys")
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
+def new_pair() -> tuple[str, str]:
+    public, secret = zmq.curve_keypair()
+    return public.decode(), secret.decode()
+
+
+def node_keys(state_dir: Path) -> tuple[str, str] | None:
+    """The node's (public, secret) pair, or None when ``keys new`` has not made one."""
+    folder = state_dir / "keys"
+    try:
+        return (
+            (folder / "node.public").read_text().strip(),
+            (folder / "node.secret").read_text().strip(),
+        )
+    except OSError:
+        return None
+
+
+def make_node_keys(state_dir: Path, *, force: bool = False) -> str:
+    if node_keys(state_dir) is not None and not force:
+        raise RoostError(
+            "bad-request",
+            "the node already has a key pair (use --force to replace "
+            "it; every client then needs the new public key)",
+        )
+    public, secret = new_pair()
+    folder = keys_dir(state_dir)
+    _write_private(folder / "node.secret", secret)
+    (folder / "node.public").write_text(public)
+    return public
+
+
+def allowed(state_dir: Path) -> dict[str, dict[str, Any]]:
+    try:
+        raw = json.loads((state_dir / "keys" / "allowed.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _save(state_dir: Path, table: dict[str, dict[str, Any]]) -> None:
+    path = keys_dir(state_dir) / "allowed.json"
+    _write_private(path.with_suffix(".tmp"), json.dumps(table, indent=1, sort_keys=True))
+    os.replace(path.with_suffix(".tmp"), path)
+
+
+def check_public(key: str) -> str:
+    if len(key) != 40:
+        raise RoostError("bad-request", "a CURVE public key is 40 z85 characters", {"field": "key"})
+    try:
+        z85.decode(key.encode())
+    except (ValueError, KeyError):
+        raise RoostError("bad-request", "not a z85 key", {"field": "key"}) from None
+    return key
+
+
+def allow(state_dir: Path, key: str, role: str, name: str) -> dict[str, Any]:
+    if role not in ROLES:
+        raise RoostError("bad-request", f"role must be one of {ROLES}", {"field": "role"})
+    table = allowed(state_dir)
+    table[check_public(key)] = {"role": role, "name": name}
+    _save(state_dir, table)
+    return {"key": key, "role": role, "name": name}
+
+
+def revoke(state_dir: Path, ref: str) -> list[str]:
+    table = allowed(state_dir)
+    gone = [k for k, v in table.items() if ref in (k, v.get("name"))]
+    if not gone:
+        raise RoostError("not-found", f"no authorised key {ref!r}", {"ref": ref})
+    for key in gone:
+        del table[key]
+    _save(state_dir, table)
+    return gone
+
+
+def is_loopback(endpoint: str) -> bool:
+    host = urlsplit(endpoint).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class AllowedKeys:
+    """The ZAP credentials provider: a client key is allowed while it is in allowed.json."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return key.decode() in allowed(self.state_dir)
+
+    def role(self, key: str) -> str | None:
+        entry = allowed(self.state_dir).get(key)
+        return str(entry["role"]) if entry else None

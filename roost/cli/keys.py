@@ -1,0 +1,78 @@
+"""``roost keys new|show|allow|revoke``: CURVE keys for network endpoints (local files)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from roost.broker import keys as k
+from roost.broker.errors import RoostError
+from roost.cli.context import Ctx, command
+from roost.cli.output import console, emit_json
+
+
+@click.group("keys")
+def keys() -> None:
+    """The node's CURVE key pair and the client keys allowed to connect over the network."""
+
+
+@keys.command("new")
+@click.option(
+    "--client",
+    "client_file",
+    type=click.Path(dir_okay=False),
+    help="write a client key pair to this file (0600) instead of the node's",
+)
+@click.option("--force", is_flag=True, help="replace the node's existing key pair")
+@command
+def new(ctx: Ctx, client_file: str | None, force: bool) -> None:
+    """Make the node's key pair (or, with --client FILE, a client's)."""
+    if client_file:
+        public, secret = k.new_pair()
+        path = Path(client_file)
+        if path.exists() and not force:
+            raise RoostError("bad-request", "the key file exists (use --force to replace it)")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"public": public, "secret": secret}, fh)
+        doc = {"client": True, "public": public}
+    else:
+        doc = {"client": False, "public": k.make_node_keys(ctx.state_dir, force=force)}
+    emit_json(doc) if ctx.json else console.print(f"public key: {doc['public']}")
+
+
+@keys.command("show")
+@command
+def show(ctx: Ctx) -> None:
+    """The node's public key and the authorised client keys with their roles."""
+    pair = k.node_keys(ctx.state_dir)
+    table = k.allowed(ctx.state_dir)
+    if ctx.json:
+        emit_json({"node_public": pair[0] if pair else None, "allowed": table})
+        return
+    console.print(f"node public key: {pair[0] if pair else '(none: roost keys new)'}")
+    for key, entry in sorted(table.items()):
+        console.print(f"  {key}  {entry['role']:<9} {entry.get('name') or ''}")
+
+
+@keys.command("allow")
+@click.argument("public")
+@click.option("--role", type=click.Choice(k.ROLES), default="operator")
+@click.option("--name", default="", help="a name to revoke it by")
+@command
+def allow(ctx: Ctx, public: str, role: str, name: str) -> None:
+    """Authorise a client's public key, with a role."""
+    doc = k.allow(ctx.state_dir, public, role, name)
+    emit_json(doc) if ctx.json else console.print(f"allowed {public} as {role}")
+
+
+@keys.command("revoke")
+@click.argument("ref", metavar="KEY_OR_NAME")
+@command
+def revoke(ctx: Ctx, ref: str) -> None:
+    """Stop accepting a client key (its next connection is refused)."""
+    gone = k.revoke(ctx.state_dir, ref)
+    emit_json({"revoked": gone}) if ctx.json else console.print(f"revoked {', '.join(gone)}")
