@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The Node.js client's dependencies (tests/e2e/test_node_client.py); `npm ci` installs the lock file.
+NODE_STAMP := clients/node/node_modules/.installed
 
 .PHONY: demo test lint typecheck unit e2e test-real clean
 
@@ -11,6 +13,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+$(NODE_STAMP): clients/node/package.json clients/node/package-lock.json
+	npm ci --prefix clients/node --no-audit --no-fund
+	touch $(NODE_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m roost.demo
@@ -22,13 +28,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck
+test: lint typecheck $(NODE_STAMP)
 	$(BIN)/pytest -q
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-e2e: $(STAMP)
+e2e: $(STAMP) $(NODE_STAMP)
 	$(BIN)/pytest -q tests/e2e
 
 # The real claude/codex/kimi CLIs (pinned, installed into .tools/) against the loopback model
@@ -38,4 +44,4 @@ test-real: $(STAMP)
 	$(BIN)/pytest -q tests/real
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache clients/node/node_modules
