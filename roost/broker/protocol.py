@@ -116,14 +116,19 @@ def pack(obj: dict[str, Any]) -> bytes:
     return data
 
 
-def _depth_ok(obj: Any, depth: int) -> bool:
+def _shape_ok(obj: Any, depth: int) -> bool:
+    """Nesting within MAX_DEPTH, and every map key a string (msgpack also allows bin keys)."""
     if depth > MAX_DEPTH:
         return False
     if isinstance(obj, dict):
-        return all(_depth_ok(v, depth + 1) for v in obj.values())
+        return all(isinstance(k, str) and _shape_ok(v, depth + 1) for k, v in obj.items())
     if isinstance(obj, list):
-        return all(_depth_ok(v, depth + 1) for v in obj)
+        return all(_shape_ok(v, depth + 1) for v in obj)
     return True
+
+
+def _no_ext(code: int, data: bytes) -> Any:
+    raise ValueError("extension types are not part of the protocol")
 
 
 def unpack(data: bytes, *, limit: int = BODY_LIMIT, what: str = "body") -> dict[str, Any]:
@@ -140,13 +145,17 @@ def unpack(data: bytes, *, limit: int = BODY_LIMIT, what: str = "body") -> dict[
             max_array_len=MAX_ARRAY,
             max_map_len=MAX_MAP,
             max_ext_len=0,
+            ext_hook=_no_ext,  # max_ext_len bounds only the length: refuse even empty ones
         )
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError):
         raise RoostError("bad-request", f"{what} is not one valid msgpack value") from None
     if not isinstance(obj, dict):
         raise RoostError("bad-request", f"{what} must be a msgpack map")
-    if not _depth_ok(obj, 0):
-        raise RoostError("bad-request", f"{what} nests deeper than {MAX_DEPTH}")
+    if not _shape_ok(obj, 0):
+        raise RoostError(
+            "bad-request",
+            f"{what} nests deeper than {MAX_DEPTH} or has a map key that is not a string",
+        )
     return obj
 
 
