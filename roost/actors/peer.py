@@ -63,6 +63,8 @@ class Peer:
         self._pending: dict[str, asyncio.Future[tuple[p.Header, dict[str, Any]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sock: zmq.asyncio.Socket | None = None
+        self._now: zmq.Socket[Any] | None = None  # a synchronous shadow: errors raise at once
+        self._warned: set[str] = set()
         self._last_pong = 0.0
         self._closing = False
 
@@ -100,6 +102,7 @@ class Peer:
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
         sock.connect(self._endpoint)
         self._sock = sock
+        self._now = zmq.Socket.shadow(sock.underlying)
         self._send(
             p.Header(kind=p.HELLO, rid="hello"),
             {
@@ -113,7 +116,7 @@ class Peer:
     def _close_socket(self) -> None:
         if self._sock is not None:
             self._sock.close(0)
-            self._sock = None
+            self._sock = self._now = None
 
     async def _beat_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -138,9 +141,14 @@ class Peer:
             try:
                 body = p.unpack(frames[1], limit=p.HARD_FRAME_LIMIT)
             except RoostError as err:
-                log.warning(
-                    "undecodable-body", address=self.address, sender=header.sender, code=err.code
-                )
+                if header.sender not in self._warned:  # once per peer, not once per message
+                    self._warned.add(header.sender)
+                    log.warning(
+                        "undecodable-body",
+                        address=self.address,
+                        sender=header.sender,
+                        code=err.code,
+                    )
                 if header.kind == p.REQUEST:
                     self._send(p.reply_header(header, error=True), err.to_body())
                 continue
@@ -200,10 +208,17 @@ class Peer:
             self._send(p.reply_header(header, error=True), failure.to_body())
 
     def _send(self, header: p.Header, body: dict[str, Any]) -> None:
-        if self._sock is None:
+        """Send without blocking through a synchronous shadow of the socket, so a failure is seen
+        here (a zmq.asyncio NOBLOCK send would fail unseen inside a Future). The high-water
+        mark bounds the queue (load is shed, not stored up); past it, say so once."""
+        if self._now is None:
             return
-        with contextlib.suppress(zmq.ZMQError):
-            self._sock.send_multipart([header.encode(), p.pack(body)], flags=zmq.NOBLOCK)
+        try:
+            self._now.send_multipart([header.encode(), p.pack(body)], flags=zmq.NOBLOCK)
+        except zmq.ZMQError as err:
+            if "send" not in self._warned:
+                self._warned.add("send")
+                log.warning("send-dropped", address=self.address, reason=str(err))
 
     # -- calling -------------------------------------------------------------------------------
 

@@ -217,7 +217,12 @@ class Broker:
             raise RoostError(
                 "unreachable", f"no peer is registered as {target!r}", {"target": target}
             )
-        if not self._send(entry.routing_id, header, body, raw=True):
+        sent = self._send(entry.routing_id, header, body, raw=True)
+        if sent is None:
+            raise RoostError(
+                "unavailable", f"{target!r} is overloaded; retry shortly", {"target": target}
+            )
+        if not sent:
             self.registry.remove(target)
             raise RoostError("unreachable", f"peer {target!r} has gone", {"target": target})
         self.stats["routed"] += 1
@@ -331,12 +336,17 @@ class Broker:
 
     # -- outbound ------------------------------------------------------------------------------
 
-    def _send(self, routing_id: bytes, header: p.Header, body: Any, *, raw: bool = False) -> bool:
+    def _send(
+        self, routing_id: bytes, header: p.Header, body: Any, *, raw: bool = False
+    ) -> bool | None:
+        """True when sent; False when the peer has gone (EHOSTUNREACH); None when it is full."""
         payload = body if raw else p.pack(body)
         try:
             self._router_now[routing_id[0]].send_multipart(
                 [routing_id[1:], header.encode(), payload], flags=zmq.NOBLOCK
             )
+        except zmq.Again:  # the peer is there but its queue is full: not a peer that has gone
+            return None
         except (zmq.ZMQError, IndexError):
             return False
         return True
