@@ -63,7 +63,6 @@ class Peer:
         self._pending: dict[str, asyncio.Future[tuple[p.Header, dict[str, Any]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sock: zmq.asyncio.Socket | None = None
-        self._now: zmq.Socket[Any] | None = None  # a synchronous shadow: errors raise at once
         self._warned: set[str] = set()
         self._last_pong = 0.0
         self._closing = False
@@ -102,7 +101,6 @@ class Peer:
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
         sock.connect(self._endpoint)
         self._sock = sock
-        self._now = zmq.Socket.shadow(sock.underlying)
         self._send(
             p.Header(kind=p.HELLO, rid="hello"),
             {
@@ -116,7 +114,7 @@ class Peer:
     def _close_socket(self) -> None:
         if self._sock is not None:
             self._sock.close(0)
-            self._sock = self._now = None
+            self._sock = None
 
     async def _beat_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -208,17 +206,13 @@ class Peer:
             self._send(p.reply_header(header, error=True), failure.to_body())
 
     def _send(self, header: p.Header, body: dict[str, Any]) -> None:
-        """Send without blocking through a synchronous shadow of the socket, so a failure is seen
-        here (a zmq.asyncio NOBLOCK send would fail unseen inside a Future). The high-water
-        mark bounds the queue (load is shed, not stored up); past it, say so once."""
-        if self._now is None:
+        # Through the asyncio socket itself: a synchronous shadow would change the socket's
+        # edge-triggered state behind asyncio's back and can stall its receives. A send refused
+        # at the high-water mark fails inside the returned future; load is shed, not queued.
+        if self._sock is None:
             return
-        try:
-            self._now.send_multipart([header.encode(), p.pack(body)], flags=zmq.NOBLOCK)
-        except zmq.ZMQError as err:
-            if "send" not in self._warned:
-                self._warned.add("send")
-                log.warning("send-dropped", address=self.address, reason=str(err))
+        with contextlib.suppress(zmq.ZMQError):
+            self._sock.send_multipart([header.encode(), p.pack(body)], flags=zmq.NOBLOCK)
 
     # -- calling -------------------------------------------------------------------------------
 

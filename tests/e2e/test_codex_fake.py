@@ -107,7 +107,14 @@ def test_a_pty_session_learns_its_id_answers_stops_and_resumes(
     rid = spawn(node, project, tmp_path)
     activity(node, rid, "ready")
     node.run("prompt", rid, "SLOW hello codex")
-    activity(node, rid, "busy")
+    # busy may be brief: the log keeps every classification, the record only the latest
+    wait_for(
+        lambda: any(
+            e["data"].get("state") == "busy" for e in events(node, rid, "session.classified")
+        ),
+        15,
+        "busy",
+    )
     node.wait_screen(rid, "Hello from the fake codex: SLOW hello codex")
     activity(node, rid, "ready")
 
