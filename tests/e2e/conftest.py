@@ -25,6 +25,14 @@ import pytest
 from roost.broker.client import Client
 
 T = TypeVar("T")
+FAKES = Path(__file__).resolve().parents[1] / "fakes"  # the vendor CLI stand-ins
+TURN_KINDS = [  # the events of a turn with one tool call, in order
+    "session.input",
+    "session.tool_call",
+    "session.tool_result",
+    "session.output",
+    "session.turn",
+]
 MARK = "ROOST_TEST_MARK"
 
 
@@ -144,3 +152,20 @@ def node(tmp_path: Path) -> Iterator[Node]:
         yield n
     finally:
         n.kill_all()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A working directory for a session."""
+    work = tmp_path / "proj"
+    work.mkdir()
+    return work
+
+
+def activity(node: Node, ref: str, wanted: str, timeout: float = 15.0) -> dict[str, Any]:
+    """Wait until the record's latest screen classification is ``wanted``."""
+    return wait_for(
+        lambda: r if (r := node.record(ref))["activity"] == wanted else None,
+        timeout,
+        f"{ref} to be {wanted}",
+    )

@@ -13,26 +13,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.e2e.conftest import FAKES, TURN_KINDS, Node, activity
 
-from tests.e2e.conftest import Node, wait_for
-
-FAKES = Path(__file__).resolve().parents[1] / "fakes"
 FAKE = FAKES / "claude"
-TURN_KINDS = [
-    "session.input",
-    "session.tool_call",
-    "session.tool_result",
-    "session.output",
-    "session.turn",
-]
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    work = tmp_path / "proj"
-    work.mkdir()
-    return work
 
 
 def claude_env(tmp_path: Path, *extra: str) -> list[str]:
@@ -43,14 +26,6 @@ def claude_env(tmp_path: Path, *extra: str) -> list[str]:
 def transcript(tmp_path: Path, project: Path, sid: str) -> Path:
     escaped = re.sub(r"[^a-zA-Z0-9]", "-", str(project))
     return tmp_path / "claude" / "projects" / escaped / f"{sid}.jsonl"
-
-
-def activity(node: Node, ref: str, wanted: str, timeout: float = 15.0) -> dict[str, Any]:
-    return wait_for(
-        lambda: r if (r := node.record(ref))["activity"] == wanted else None,
-        timeout,
-        f"{ref} to be {wanted}",
-    )
 
 
 def inputs(node: Node, rid: str) -> list[dict[str, Any]]:

@@ -14,26 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import pytest
 
-from tests.e2e.conftest import Node, wait_for
+from tests.e2e.conftest import FAKES, TURN_KINDS, Node, activity, wait_for
 
-FAKES = Path(__file__).resolve().parents[1] / "fakes"
 FAKE = FAKES / "codex"
-TURN_KINDS = [
-    "session.input",
-    "session.tool_call",
-    "session.tool_result",
-    "session.output",
-    "session.turn",
-]
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    work = tmp_path / "proj"
-    work.mkdir()
-    return work
 
 
 def codex_env(tmp_path: Path, *extra: str) -> list[str]:
@@ -61,14 +45,6 @@ def user_messages(path: Path) -> list[str]:
         for obj in lines
         if obj["type"] == "response_item" and obj["payload"].get("role") == "user"
     ]
-
-
-def activity(node: Node, ref: str, wanted: str, timeout: float = 15.0) -> dict[str, Any]:
-    return wait_for(
-        lambda: r if (r := node.record(ref))["activity"] == wanted else None,
-        timeout,
-        f"{ref} to be {wanted}",
-    )
 
 
 def identity(node: Node, ref: str) -> str:
