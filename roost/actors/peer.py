@@ -13,7 +13,7 @@ import contextlib
 import itertools
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 import zmq
@@ -27,6 +27,15 @@ log = structlog.get_logger("roost.peer")
 
 Handler = Callable[[p.Header, dict[str, Any]], Awaitable[dict[str, Any]]]
 NotifyHandler = Callable[[p.Header, dict[str, Any]], Awaitable[None]]
+
+
+MAX_QUEUED_SENDS = 20_000
+
+
+def _settle(future: asyncio.Future[Any]) -> None:
+    """Retrieve a finished send's outcome so no failure is left unobserved in a Future."""
+    if not future.cancelled():
+        future.exception()
 
 
 def restartable(address: str) -> bool:
@@ -66,6 +75,8 @@ class Peer:
         self._warned: set[str] = set()
         self._last_pong = 0.0
         self._closing = False
+        self._queued = 0  # sends waiting in the socket for the pipe to drain
+        self._shedding = False
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -91,6 +102,11 @@ class Peer:
 
     def close(self) -> None:
         self._closing = True
+
+    @property
+    def queued_sends(self) -> int:
+        """Messages waiting in the socket for the broker to drain the pipe."""
+        return self._queued
 
     def _open(self) -> None:
         self._close_socket()
@@ -206,13 +222,36 @@ class Peer:
             self._send(p.reply_header(header, error=True), failure.to_body())
 
     def _send(self, header: p.Header, body: dict[str, Any]) -> None:
-        # Through the asyncio socket itself: a synchronous shadow would change the socket's
-        # edge-triggered state behind asyncio's back and can stall its receives. A send refused
-        # at the high-water mark fails inside the returned future; load is shed, not queued.
-        if self._sock is None:
+        # Through the asyncio socket itself, never a synchronous shadow (that changes the socket's
+        # edge-triggered state behind asyncio's back and stalls its receives). A blocking-mode
+        # send goes out at once when it can; at the high-water mark pyzmq queues it, in order,
+        # until the broker drains the pipe. So a reply is delayed under load, never dropped. The
+        # queue is bounded: past MAX_QUEUED_SENDS the broker has stopped reading, and the peer
+        # sheds and says so once (its heartbeats will notice the silence and reconnect).
+        sock = self._sock
+        if sock is None:
             return
-        with contextlib.suppress(zmq.ZMQError):
-            self._sock.send_multipart([header.encode(), p.pack(body)], flags=zmq.NOBLOCK)
+        if self._queued >= MAX_QUEUED_SENDS:
+            if not self._shedding:
+                self._shedding = True
+                log.warning("send-queue-full", address=self.address, queued=self._queued)
+            return
+        try:
+            sent = sock.send_multipart([header.encode(), p.pack(body)])
+        except zmq.ZMQError:
+            return
+        future = cast("asyncio.Future[Any]", sent)  # zmq.asyncio hands back an asyncio Future
+        if future.done():
+            _settle(future)
+            return
+        self._queued += 1
+        future.add_done_callback(self._sent)
+
+    def _sent(self, future: asyncio.Future[Any]) -> None:
+        self._queued -= 1
+        if self._queued < MAX_QUEUED_SENDS // 2:
+            self._shedding = False
+        _settle(future)
 
     # -- calling -------------------------------------------------------------------------------
 

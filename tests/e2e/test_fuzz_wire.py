@@ -803,16 +803,6 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, Out
         node.kill_all()
 
 
-DROPPED = (
-    "roost/actors/peer.py Peer._send: a zmq.asyncio send with NOBLOCK that meets the high-water "
-    "mark (the node's inproc DEALER holds ~2000 messages; the broker shares the node's event "
-    "loop) fails inside the returned Future, which nobody awaits, so contextlib.suppress never "
-    "sees it: the reply (or the node's call to the state store) is dropped, the request is "
-    "never answered, and asyncio logs a 'Future exception was never retrieved' traceback per "
-    "dropped message to node.log"
-)
-
-
 # -- the checks ----------------------------------------------------------------------------------
 
 
@@ -940,7 +930,6 @@ def test_warnings_are_not_logged_per_message(fuzzed: tuple[Node, Outcome]) -> No
     assert not noisy, noisy
 
 
-@pytest.mark.xfail(strict=True, reason=DROPPED)
 def test_a_flood_is_answered_and_does_not_disturb_others(fuzzed: tuple[Node, Outcome]) -> None:
     """Every request of the flood is answered: served, or refused with `unavailable` when the
     node's queue is full (load shed, retryable); a client calling meanwhile gets its answers in

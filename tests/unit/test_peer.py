@@ -1,0 +1,109 @@
+"""The actor runtime's sending under load (roost.actors.peer), against a raw ROUTER standing in
+for the broker: a peer whose pipe is full queues its sends in order instead of dropping them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+import zmq.asyncio
+
+from roost.actors import peer as peer_mod
+from roost.actors.peer import Peer
+from roost.broker import protocol as p
+
+# Far more than the two pipes hold (the DEALER's send and the ROUTER's receive high-water marks,
+# 1,000 each by default), so most of these sends meet a full pipe.
+BURST = 6000
+
+
+@pytest.fixture
+def ctx() -> Iterator[zmq.asyncio.Context]:
+    context = zmq.asyncio.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+async def _recv(router: zmq.asyncio.Socket) -> tuple[p.Header, dict[str, Any]]:
+    frames = await asyncio.wait_for(router.recv_multipart(), 10)
+    return p.Header.decode(frames[1]), p.unpack(frames[2])
+
+
+Started = tuple[zmq.asyncio.Socket, Peer, "asyncio.Task[None]"]
+
+
+async def _start(ctx: zmq.asyncio.Context, tmp_path: Path) -> Started:
+    endpoint = f"ipc://{tmp_path}/broker.sock"
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(endpoint)
+    peer = Peer(ctx, endpoint, "loaded", "token", incarnation="i1", heartbeat=600)
+    task = asyncio.create_task(peer.run())
+    header, body = await _recv(router)
+    assert header.kind == p.HELLO and body["address"] == "loaded"
+    return router, peer, task
+
+
+async def _stop(peer: Peer, task: asyncio.Task[None]) -> None:
+    peer.close()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+def test_sends_meeting_a_full_pipe_wait_and_arrive_in_order(
+    ctx: zmq.asyncio.Context, tmp_path: Path
+) -> None:
+    async def main() -> None:
+        router, peer, task = await _start(ctx, tmp_path)
+        try:
+            for i in range(BURST):
+                peer.publish("load", {"i": i})
+            assert peer.queued_sends > 0, "the burst should have met the high-water mark"
+            seen: list[Any] = []
+            while len(seen) < BURST:
+                header, body = await _recv(router)
+                assert header.kind == p.PUBLISH
+                seen.append(body["i"])
+            assert seen == list(range(BURST))
+            deadline = asyncio.get_running_loop().time() + 10
+            while peer.queued_sends and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.01)
+            assert peer.queued_sends == 0
+        finally:
+            await _stop(peer, task)
+
+    asyncio.run(main())
+
+
+def test_the_send_queue_is_bounded_and_recovers(
+    ctx: zmq.asyncio.Context, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(peer_mod, "MAX_QUEUED_SENDS", 50)
+
+    async def main() -> None:
+        router, peer, task = await _start(ctx, tmp_path)
+        try:
+            for i in range(BURST):
+                peer.publish("load", {"i": i})
+            assert peer.queued_sends == 50  # the rest was shed, not held without bound
+            seen: list[Any] = []
+            while True:
+                try:
+                    _, body = await asyncio.wait_for(_recv(router), 1.0)
+                except TimeoutError:
+                    break
+                seen.append(body["i"])
+            assert seen == sorted(seen) and len(seen) < BURST
+            assert peer.queued_sends == 0
+            peer.publish("load", {"i": "after"})  # drained: sending works again
+            _, body = await _recv(router)
+            assert body["i"] == "after"
+        finally:
+            await _stop(peer, task)
+
+    asyncio.run(main())
