@@ -165,6 +165,11 @@ class EventStream:
             self._sock.setsockopt(zmq.SUBSCRIBE, prefix.encode())
         self._sock.connect(endpoint)
 
+    @property
+    def socket(self) -> zmq.Socket[Any]:
+        """The SUB socket, to wait on together with other sockets or descriptors (zmq.Poller)."""
+        return self._sock
+
     def recv(self, timeout: float) -> tuple[str, dict[str, Any]] | None:
         if not self._sock.poll(int(timeout * 1000)):
             return None

@@ -6,6 +6,7 @@ import click
 
 from roost import __version__
 from roost.cli import control, sessions
+from roost.cli.attach import attach
 from roost.cli.context import Remote, make_ctx
 from roost.cli.events import events, workspace
 from roost.cli.keys import keys
@@ -39,6 +40,7 @@ cli.add_command(node)
 cli.add_command(events)
 cli.add_command(workspace)
 cli.add_command(keys)
+cli.add_command(attach)
 for cmd in (*sessions.COMMANDS, *control.COMMANDS):
     cli.add_command(cmd)
 

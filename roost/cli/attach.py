@@ -1,0 +1,253 @@
+"""``roost attach``: a live session's terminal in yours.
+
+It subscribes to the record's output (``o/<record>``) and events first, then draws the screen the
+supervisor holds (``session.show`` with ``screen``: its text, cursor and the transcript offset it
+reflects) and from there writes the raw output as it comes. Output that overlaps what was drawn is
+trimmed; a hole in the offsets (a slow subscriber, a node restart) redraws the screen.
+
+Keys typed go to the session as ``session.input`` (committed to the event log before they are
+typed, like any input) unless ``--read-only``, the connection's role is ``observer``, stdin is not
+a terminal, or ``--json`` is given. ``Ctrl-]`` detaches; the session runs on. ``--resize`` makes
+the session's terminal the size of yours, and follows yours when it changes.
+
+With ``--json`` it prints JSON Lines: the screen first (``{"screen", "cursor", "offset", ...}``),
+then ``{"offset", "data"}`` for each piece of output (``data`` as UTF-8 text, invalid bytes
+replaced), and ``{"ended": <state>}`` when the session stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+import zmq
+
+from roost.broker.client import Client, EventStream
+from roost.broker.errors import RoostError
+from roost.cli.context import Ctx, command
+from roost.cli.output import emit_json
+
+DETACH = b"\x1d"  # Ctrl-]
+INTERRUPT = b"\x03"  # Ctrl-C, in raw mode a byte like any other; detaches a read-only view
+ENDED = ("dormant", "failed")
+POLL_MS = 250
+
+
+@dataclass
+class Attachment:
+    """One attached view: where the drawn output stands, and how to draw and type."""
+
+    client: Client
+    record: dict[str, Any]
+    as_json: bool
+    keyboard: bool  # stdin is a terminal to read keys from (for detaching, at least)
+    writable: bool  # keys are sent to the session
+    grant: str = ""
+    expected: int = 0  # the transcript offset the next output byte must have
+    redraws: int = 0
+    resized: bool = False
+    out: Any = field(default_factory=lambda: sys.stdout.buffer)
+
+    @property
+    def rid(self) -> str:
+        return str(self.record["id"])
+
+    def call(self, method: str, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        """A request; after a node restart the connection initializes again and retries once."""
+        try:
+            return self.client.call(method, body, **kw)
+        except RoostError as err:
+            if err.code != "not-initialized":
+                raise
+            self.client.initialize()
+            return self.client.call(method, body, **kw)
+
+    def draw(self) -> None:
+        """Draw the supervisor's screen and continue from the offset it reflects."""
+        doc = self.call("session.show", {"id": self.rid, "screen": True})
+        if doc.get("screen") is None:
+            raise RoostError("session-not-live", f"{self.rid} has no live session to attach to")
+        self.expected = int(doc.get("offset") or 0)
+        if self.as_json:
+            emit_json({k: doc.get(k) for k in ("screen", "cursor", "offset", "classification")})
+            return
+        cursor = doc.get("cursor") or {"row": 0, "col": 0}
+        rows = str(doc["screen"]).split("\n")
+        text = "\x1b[H\x1b[2J" + "\r\n".join(rows)
+        text += f"\x1b[{int(cursor['row']) + 1};{int(cursor['col']) + 1}H"
+        self.write(text.encode())
+
+    def output(self, body: dict[str, Any]) -> None:
+        """One ``o/<record>`` message: written if it continues what is drawn, else redrawn."""
+        offset, data = body.get("offset"), body.get("data")
+        if not isinstance(offset, int) or not isinstance(data, bytes):
+            return
+        end = offset + len(data)
+        if end <= self.expected:
+            return  # already on the screen that was drawn
+        if offset > self.expected:
+            self.redraws += 1
+            self.draw()
+            if end <= self.expected:
+                return
+            if offset > self.expected:  # the screen lags this message: draw it from the start
+                self.expected = offset
+        data = data[self.expected - offset :]
+        offset, self.expected = self.expected, end
+        if self.as_json:
+            emit_json({"offset": offset, "data": data.decode("utf-8", "replace")})
+        else:
+            self.write(data)
+
+    def write(self, data: bytes) -> None:
+        self.out.write(data)
+        self.out.flush()
+
+    def type(self, data: bytes) -> None:
+        if data:
+            text = data.decode("utf-8", "surrogateescape").encode("utf-8", "replace").decode()
+            self.call("session.input", {"id": self.rid, "text": text}, grant=self.grant)
+
+    def fit(self) -> None:
+        """Make the session's terminal the size of this one."""
+        cols, rows = shutil.get_terminal_size()
+        self.call("session.resize", {"id": self.rid, "rows": rows, "cols": cols}, grant=self.grant)
+
+
+@contextlib.contextmanager
+def _raw(fd: int | None) -> Iterator[None]:
+    if fd is None:
+        yield
+        return
+    import termios  # POSIX only, like typing into a terminal this way
+    import tty
+
+    saved = termios.tcgetattr(fd)
+    tty.setraw(fd)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+@click.command()
+@click.argument("ref", metavar="ID")
+@click.option("--read-only", is_flag=True, help="watch only: keys are not sent")
+@click.option("--resize", "fit", is_flag=True, help="size the session's terminal to this one")
+@command
+def attach(ctx: Ctx, ref: str, read_only: bool, fit: bool) -> None:
+    """Show a live pty session's terminal and type into it; Ctrl-] detaches."""
+    with ctx.client() as client:
+        record = client.call("session.show", {"id": ref})["record"]
+        if record["mode"] != "pty":
+            raise RoostError(
+                "bad-request",
+                "attach shows pty sessions; follow a stream session with `roost events --follow`",
+                {"field": "id", "mode": record["mode"]},
+            )
+        if record["state"] not in ("live", "attention"):
+            raise RoostError(
+                "session-not-live", f"{record['id']} is {record['state']}", {"id": record["id"]}
+            )
+        observer = client.info.get("role") == "observer"
+        view = Attachment(
+            client,
+            record,
+            ctx.json,
+            keyboard=sys.stdin.isatty() and not ctx.json,
+            writable=not (read_only or observer),
+            grant=ctx.grant,
+        )
+        stream = client.subscribe(f"o/{view.rid}", f"e/{view.rid}/record.state")
+        try:
+            _run(view, stream, fit and view.writable and view.keyboard)
+        finally:
+            stream.close()
+
+
+def _run(view: Attachment, stream: EventStream, fit: bool) -> None:
+    stdin = sys.stdin.fileno() if view.keyboard else None
+    winch = signal.getsignal(signal.SIGWINCH) if fit else None
+    if fit:
+        signal.signal(signal.SIGWINCH, lambda *_: setattr(view, "resized", True))
+        view.fit()
+    poller = zmq.Poller()
+    poller.register(stream.socket, zmq.POLLIN)
+    if stdin is not None:
+        poller.register(stdin, zmq.POLLIN)
+    ended = ""
+    with _raw(stdin):
+        _status(view, _greeting(view))
+        view.draw()
+        try:
+            ended = _loop(view, stream, poller, stdin)
+        except KeyboardInterrupt:
+            ended = ""
+        finally:
+            if fit:
+                signal.signal(signal.SIGWINCH, winch)
+    if view.as_json:
+        if ended:
+            emit_json({"ended": ended})
+        return
+    _status(view, f"session {{}} is {ended}" if ended else "detached from {} ({}); it runs on")
+
+
+def _loop(view: Attachment, stream: EventStream, poller: zmq.Poller, stdin: int | None) -> str:
+    while True:
+        ready = dict(poller.poll(POLL_MS))
+        if view.resized:
+            view.resized = False
+            view.fit()
+        if stdin is not None and stdin in ready:
+            data = os.read(stdin, 4096)
+            if not data:
+                return ""
+            if not view.writable:  # watching: any key but these is dropped
+                if DETACH in data or INTERRUPT in data:
+                    return ""
+                continue
+            keys, detach, _ = data.partition(DETACH)
+            _type(view, keys)
+            if detach:
+                return ""
+        while stream.socket in ready:
+            got = stream.recv(0)
+            if got is None:
+                break
+            topic, body = got
+            if topic.startswith("o/"):
+                view.output(body)
+            elif (body.get("data") or {}).get("to") in ENDED:
+                return str(body["data"]["to"])
+
+
+def _greeting(view: Attachment) -> str:
+    if view.writable and view.keyboard:
+        return "attached to {} ({}); Ctrl-] detaches"
+    if view.keyboard:
+        return "watching {} ({}), read-only; Ctrl-] or Ctrl-C detaches"
+    return "watching {} ({}), read-only"
+
+
+def _type(view: Attachment, keys: bytes) -> None:
+    try:
+        view.type(keys)
+    except RoostError as err:  # say so and stay attached: a claim or a restart may pass
+        _status(view, f"input refused: {err.code}: {err.message}")
+
+
+def _status(view: Attachment, template: str) -> None:
+    """One line on stderr, kept apart from the session's own output."""
+    if view.as_json:
+        return
+    name = view.record.get("name") or "unnamed"
+    sys.stderr.write(f"\r\n[roost: {template.format(view.rid, name)}]\r\n")
+    sys.stderr.flush()

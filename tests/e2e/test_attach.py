@@ -1,0 +1,207 @@
+"""``roost attach`` in a real terminal: the screen drawn, output followed, keys typed, detach.
+
+The attaching CLI runs in a PTY of its own (ptyprocess), as a person's terminal would; what it
+writes is collected by a reader thread and searched for the session's output.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from ptyprocess import PtyProcess
+
+from tests.e2e.conftest import Node, wait_for
+
+DETACH = b"\x1d"
+
+
+class Terminal:
+    """``roost attach ARGS`` in a PTY; ``seen`` holds everything it has written."""
+
+    def __init__(self, node: Node, *args: str, env: dict[str, str] | None = None) -> None:
+        self.proc = PtyProcess.spawn(
+            [sys.executable, "-m", "roost", "attach", *args],
+            env=env or node.env,
+            dimensions=(30, 100),
+        )
+        self.seen = bytearray()
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self.proc.read(4096)
+            except EOFError:
+                return
+            with self._lock:
+                self.seen += data
+
+    def text(self) -> str:
+        with self._lock:
+            return self.seen.decode("utf-8", "replace")
+
+    def wait_text(self, text: str, timeout: float = 15.0) -> str:
+        return wait_for(lambda: self.text() if text in self.text() else None, timeout, repr(text))
+
+    def type(self, data: bytes) -> None:
+        self.proc.write(data)
+
+    def wait_exit(self, timeout: float = 10.0) -> int:
+        wait_for(lambda: not self.proc.isalive(), timeout, "roost attach to exit")
+        self._reader.join(5)
+        return int(self.proc.exitstatus if self.proc.exitstatus is not None else -1)
+
+    def close(self) -> None:
+        if self.proc.isalive():
+            self.proc.terminate(force=True)
+        self.proc.close(force=True)
+
+
+@pytest.fixture
+def up(node: Node) -> Node:
+    node.up()
+    return node
+
+
+@pytest.fixture
+def terminals() -> Iterator[list[Terminal]]:
+    opened: list[Terminal] = []
+    try:
+        yield opened
+    finally:
+        for term in opened:
+            term.close()
+
+
+def _spawn(node: Node, project: Path, name: str) -> str:
+    rid = str(node.run("spawn", "echo", "--name", name, "--cwd", str(project))["record"]["id"])
+    node.wait_screen(rid, "echo-ready>")
+    return rid
+
+
+def _typed(node: Node, rid: str) -> str:
+    """Everything typed into the record, from its session.input events, joined."""
+    return "".join(
+        e["data"].get("text", "")
+        for e in node.events()
+        if e["kind"] == "session.input" and e["record"] == rid
+    )
+
+
+def test_attach_draws_follows_types_and_detaches(
+    up: Node, project: Path, terminals: list[Terminal]
+) -> None:
+    rid = _spawn(up, project, "att")
+    up.run("prompt", rid, "before attach")
+    up.wait_screen(rid, "echo: before attach")
+
+    term = Terminal(up, "att")
+    terminals.append(term)
+    term.wait_text("Ctrl-] detaches")
+    term.wait_text("echo: before attach")  # the screen as the supervisor holds it
+
+    up.run("prompt", rid, "from elsewhere")  # another client's prompt shows up live
+    term.wait_text("echo: from elsewhere")
+
+    term.type(b"typed here\r")
+    up.wait_screen(rid, "echo: typed here")
+    term.wait_text("echo: typed here")
+    assert "typed here\r" in _typed(up, rid)  # committed to the log like any input
+
+    term.type(DETACH)
+    assert term.wait_exit() == 0
+    assert "detached from" in term.text()
+    assert up.record(rid)["state"] == "live"  # the session runs on
+
+
+def test_watchers_never_type(up: Node, project: Path, terminals: list[Terminal]) -> None:
+    rid = _spawn(up, project, "watched")
+    observer_env = {**up.env, "ROOST_TOKEN": (up.state_dir / "observer-token").read_text()}
+    watchers = [Terminal(up, rid, env=observer_env), Terminal(up, "--read-only", rid)]
+    terminals.extend(watchers)
+    for term in watchers:
+        term.wait_text("read-only")
+        term.wait_text("echo-ready>")
+        term.type(b"never sent\r")
+
+    up.run("prompt", rid, "marker")  # both views follow the session
+    for term in watchers:
+        term.wait_text("echo: marker")
+    assert "never sent" not in _typed(up, rid)
+    assert "never sent" not in up.screen(rid)
+
+    watchers[1].type(b"\x03")  # Ctrl-C leaves a read-only view; it never reaches the agent
+    assert watchers[1].wait_exit() == 0
+    up.run("stop", rid)  # the observer's view ends with the session
+    watchers[0].wait_text("is dormant")
+    assert watchers[0].wait_exit() == 0
+    assert "never sent" not in _typed(up, rid)
+
+
+def test_attach_survives_a_node_restart(up: Node, project: Path, terminals: list[Terminal]) -> None:
+    rid = _spawn(up, project, "durable")
+    term = Terminal(up, rid)
+    terminals.append(term)
+    term.wait_text("echo-ready>")
+
+    daemon = psutil.Process(up.pid())
+    daemon.send_signal(signal.SIGKILL)
+    daemon.wait(10)
+    up.up()
+    up.wait_state(rid, "live")
+    up.run("prompt", rid, "after the restart")
+    term.wait_text("echo: after the restart", timeout=20)  # the SUB found the new node
+
+    term.type(b"and typed\r")  # the attach's connection initializes again and types
+    up.wait_screen(rid, "echo: and typed", timeout=20)
+    term.type(DETACH)
+    assert term.wait_exit() == 0
+
+
+def test_attach_json_lines(up: Node, project: Path) -> None:
+    rid = _spawn(up, project, "lines")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roost", "--json", "attach", rid],
+        env=up.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = json.loads(proc.stdout.readline())
+        assert "echo-ready>" in first["screen"] and isinstance(first["offset"], int)
+        up.run("prompt", rid, "as json")
+        data = ""
+        while "echo: as json" not in data:
+            doc = json.loads(proc.stdout.readline())
+            data += doc.get("data", "")
+        up.run("stop", rid)
+        while "ended" not in doc:
+            doc = json.loads(proc.stdout.readline())
+        assert doc == {"ended": "dormant"}
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def test_attach_refusals(up: Node, project: Path) -> None:
+    assert up.error("attach", "nobody")["code"] == "not-found"
+    stream = up.run("spawn", "echo", "--mode", "stream", "--cwd", str(project))["record"]["id"]
+    assert up.error("attach", stream)["code"] == "bad-request"
+    rid = _spawn(up, project, "gone")
+    up.run("stop", rid)
+    assert up.error("attach", rid)["code"] == "session-not-live"
