@@ -127,10 +127,11 @@ class NodeActor:
         }
 
     async def shutdown(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        stop_sessions = f.opt_bool(body, "stop_sessions")  # a bad body is refused before busy
         if self.control.busy:
             raise RoostError("busy", "a turn is being accepted or cleaned up; nothing was stopped")
         stopped = []
-        if f.opt_bool(body, "stop_sessions"):
+        if stop_sessions:
             listing = await self.peer.call("state", "state.record.list", {})
             for raw in listing["records"]:
                 if raw["state"] in r.ACTIVE_STATES:

@@ -21,7 +21,7 @@ import zmq.asyncio
 
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
-from roost.broker.registry import DEAD_AFTER_BEATS, HEARTBEAT_S
+from roost.broker.registry import DEAD_AFTER_BEATS, HEARTBEAT_S, Seen
 
 log = structlog.get_logger("roost.peer")
 
@@ -72,7 +72,7 @@ class Peer:
         self._pending: dict[str, asyncio.Future[tuple[p.Header, dict[str, Any]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sock: zmq.asyncio.Socket | None = None
-        self._warned: set[str] = set()
+        self._warned = Seen()
         self._last_pong = 0.0
         self._closing = False
         self._queued = 0  # sends waiting in the socket for the pipe to drain
@@ -155,8 +155,7 @@ class Peer:
             try:
                 body = p.unpack(frames[1], limit=p.HARD_FRAME_LIMIT)
             except RoostError as err:
-                if header.sender not in self._warned:  # once per peer, not once per message
-                    self._warned.add(header.sender)
+                if self._warned.first(header.sender):  # once per peer, not once per message
                     log.warning(
                         "undecodable-body",
                         address=self.address,

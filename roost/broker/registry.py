@@ -16,6 +16,28 @@ MAX_CLIENTS = 4096
 GHOST_S = 60.0  # how long the replies of an actor that missed its beats are still routed
 
 
+class Seen:
+    """A bounded set of recent peers, for logging something once per peer: past ``limit`` the
+    longest-unseen are forgotten, so a stream of new connections cannot grow it without end."""
+
+    def __init__(self, limit: int = MAX_CLIENTS) -> None:
+        self._limit = limit
+        self._keys: OrderedDict[Any, None] = OrderedDict()
+
+    def first(self, key: Any) -> bool:
+        """True the first time ``key`` is seen (or once it has been forgotten)."""
+        if key in self._keys:
+            self._keys.move_to_end(key)
+            return False
+        self._keys[key] = None
+        while len(self._keys) > self._limit:
+            self._keys.popitem(last=False)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
 @dataclass
 class PeerEntry:
     address: str

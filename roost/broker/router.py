@@ -23,7 +23,7 @@ import zmq.asyncio
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.broker.keys import AllowedKeys
-from roost.broker.registry import HEARTBEAT_S, PeerEntry, Registry
+from roost.broker.registry import HEARTBEAT_S, PeerEntry, Registry, Seen
 
 log = structlog.get_logger("roost.broker")
 
@@ -74,7 +74,7 @@ class Broker:
         self.events_endpoints = list(config.pub_endpoints)
         self.network: NetworkEndpoint | None = None
         self._curve_user: dict[bytes, str] = {}
-        self._warned: set[bytes] = set()
+        self._warned = Seen()
         self.stats = {"routed": 0, "errors": 0, "published": 0}
 
     def drop(self, *prefixes: str) -> None:
@@ -353,8 +353,7 @@ class Broker:
 
     def _refuse(self, routing_id: bytes, header: p.Header | None, err: RoostError) -> None:
         self.stats["errors"] += 1
-        if routing_id not in self._warned:
-            self._warned.add(routing_id)
+        if self._warned.first(routing_id):
             log.warning("refused", peer=routing_id.hex(), code=err.code, reason=err.message)
         if header is not None and header.kind not in (p.REQUEST, p.HELLO, p.NOTIFY, p.PUBLISH):
             return

@@ -177,3 +177,13 @@ def test_client_cap_does_not_evict_actors(
     assert reg.lookup("node") is not None
     assert reg.lookup("client/0") is None
     assert reg.address_of(b"c1") == "client/1"
+
+
+def test_seen_says_first_once_per_key_and_stays_bounded() -> None:
+    seen = registry.Seen(limit=3)
+    assert seen.first(b"a") and not seen.first(b"a")
+    for key in (b"b", b"c", b"d"):
+        assert seen.first(key)
+    assert len(seen) == 3  # b"a", the longest unseen, was forgotten
+    assert seen.first(b"a")
+    assert not seen.first(b"d")  # still remembered
