@@ -21,6 +21,8 @@ from roost.actors.peer import Handler, Peer
 from roost.actors.records import Record
 from roost.actors.sessions import Sessions
 from roost.actors.terminal import read_transcript
+from roost.adapters.base import key_names
+from roost.adapters.registry import PROVIDERS
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
@@ -154,7 +156,7 @@ class NodeActor:
     # -- workspaces ----------------------------------------------------------------------------
 
     async def workspace_add(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        path = _existing_dir(f.req_str(body, "path", max_len=4096))
+        path = _existing_dir(f.req_str(body, "path", max_len=4096), "path")
         return await self.peer.call(
             "state",
             "state.workspace.add",
@@ -183,11 +185,15 @@ class NodeActor:
         env = f.str_map(body, "env")
         rows = f.opt_int(body, "rows", lo=2, hi=1000) or 40
         cols = f.opt_int(body, "cols", lo=2, hi=1000) or 120
-        cwd, workspace = await self._resolve_cwd(f.req_str(body, "cwd", max_len=4096))
-        if f"adapter/{provider}" not in self._registered():
+        if provider not in PROVIDERS:
             raise RoostError(
                 "unknown-provider", f"no adapter for provider {provider!r}", {"provider": provider}
             )
+        if f"adapter/{provider}" not in self._registered():  # known, but its host is restarting
+            raise RoostError(
+                "unavailable", f"the {provider} adapter is restarting", {"provider": provider}
+            )
+        cwd, workspace = await self._resolve_cwd(f.req_str(body, "cwd", max_len=4096))
         record = Record(
             id=r.new_record_id(),
             name=r.validate_name(name) if name else None,
@@ -270,6 +276,8 @@ class NodeActor:
 
     async def forward(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record, _ = await self.sessions.find(f.req_str(body, "id"))
+        if h.method == "session.key":  # checked here too: a bad request whatever the state
+            key_names(body)
         r.check_generation(record, h.session)
         active = r.check_live(record)
         reply = await self.call_session(
@@ -343,12 +351,12 @@ class _RecordLock:
         self._lock.release()
 
 
-def _existing_dir(path: str) -> str:
+def _existing_dir(path: str, field: str = "cwd") -> str:
     resolved = Path(path).expanduser()
     if not resolved.is_absolute() or not resolved.is_dir():
         raise RoostError(
             "bad-cwd",
             "the working directory must be an existing absolute directory",
-            {"field": "cwd"},
+            {"field": field},
         )
     return str(resolved.resolve())

@@ -34,7 +34,7 @@ from roost.actors.pty_agent import PtyAgent
 from roost.actors.pty_backend import ExitStatus
 from roost.actors.terminal import Terminal, Transcript
 from roost.actors.turns import TurnRunner
-from roost.adapters.base import KEYS
+from roost.adapters.base import KEYS, key_names
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
@@ -296,12 +296,7 @@ class Supervisor:
         return await self._type(header, "input", text.encode(), {"text": text})
 
     async def on_key(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        keys = f.str_list(body, "keys", max_items=64)
-        unknown = [k for k in keys if k not in KEYS]
-        if unknown or not keys:
-            raise RoostError(
-                "bad-request", f"unknown keys {unknown}; known: {sorted(KEYS)}", {"field": "keys"}
-            )
+        keys = key_names(body)
         data = b"".join(self.submit if k == "enter" else KEYS[k] for k in keys)
         return await self._type(header, "key", data, {"keys": keys})
 

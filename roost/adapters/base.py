@@ -57,6 +57,21 @@ KEYS: dict[str, bytes] = {
 }
 
 
+def key_names(body: dict[str, Any]) -> list[str]:
+    """The ``keys`` of a ``session.key`` request: 1 to 64 names from ``KEYS``, else bad-request."""
+    keys = body.get("keys")
+    if not isinstance(keys, list) or not 0 < len(keys) <= 64:
+        raise RoostError(
+            "bad-request", "field 'keys' must list 1 to 64 key names", {"field": "keys"}
+        )
+    unknown = [k for k in keys if not isinstance(k, str) or k not in KEYS]
+    if unknown:
+        raise RoostError(
+            "bad-request", f"unknown keys {unknown}; known: {sorted(KEYS)}", {"field": "keys"}
+        )
+    return keys
+
+
 @dataclass(frozen=True)
 class LaunchContext:
     """Where and how a session is launched; ``data_dir`` is a per-provider directory of the node."""

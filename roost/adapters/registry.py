@@ -9,6 +9,7 @@ from roost.adapters.echo import EchoAdapter
 
 # provider -> module and class of its adapter (one module per provider)
 VENDORS = {"claude": "ClaudeAdapter", "codex": "CodexAdapter", "kimi": "KimiAdapter"}
+PROVIDERS = ("echo", *VENDORS)
 
 
 def adapters() -> dict[str, Adapter]:

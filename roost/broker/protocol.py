@@ -211,6 +211,11 @@ class Header:
         session = raw.get("s")
         if session is not None and not isinstance(session, dict):
             raise RoostError("bad-request", "header field 's' must be a map")
+        generation = (session or {}).get("generation")
+        if generation is not None and (
+            not isinstance(generation, int) or isinstance(generation, bool)
+        ):
+            raise RoostError("bad-request", "header field 's.generation' must be an integer")
         known = {"v", "k", "id", "m", "t", "f", "s", "g", "op"}
         return cls(
             kind=kind,

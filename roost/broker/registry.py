@@ -99,6 +99,8 @@ class Registry:
         entry = self.lookup(address)
         if entry is not None:
             entry.last_seen = self._clock()
+            if not entry.actor:  # the least recently active client is the one evicted
+                self._clients.move_to_end(address)
         return entry
 
     def expired(self, *, beat: float = HEARTBEAT_S) -> list[PeerEntry]:

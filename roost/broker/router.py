@@ -188,9 +188,12 @@ class Broker:
                 return
         if sender is None:
             raise RoostError("not-initialized", "call initialize (clients) or hello (actors) first")
-        if header.version not in p.SUPPORTED_VERSIONS:
+        served = None if sender.actor else sender.meta.get("version")  # negotiated by initialize
+        if header.version not in ((served,) if served else p.SUPPORTED_VERSIONS):
             raise RoostError(
-                "unsupported-version", f"protocol version {header.version} is not served"
+                "unsupported-version",
+                f"protocol version {header.version} is not the one this connection speaks",
+                {"version": served} if served else {"supported": list(p.SUPPORTED_VERSIONS)},
             )
         header.sender = sender.address
         if header.kind == p.PUBLISH and sender.actor:
@@ -286,7 +289,9 @@ class Broker:
 
     def _initialize(self, routing_id: bytes, header: p.Header, body: dict[str, Any]) -> None:
         versions = body.get("versions")
-        if not isinstance(versions, list) or not all(isinstance(v, int) for v in versions):
+        if not isinstance(versions, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in versions
+        ):
             raise RoostError(
                 "bad-request", "field 'versions' must be a list of integers", {"field": "versions"}
             )
@@ -309,7 +314,7 @@ class Broker:
             routing_id,
             "",
             self.registry.now(),
-            meta={"role": role},
+            meta={"role": role, "version": common[-1]},
             actor=False,
         )
         self.registry.register(entry)

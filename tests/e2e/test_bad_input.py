@@ -98,8 +98,22 @@ def test_requests_before_initialize_and_bad_tokens(up: Node) -> None:
         with pytest.raises(RoostError) as version:
             raw.call("initialize", {"versions": [99], "token": "x"}, target="broker")
         assert version.value.code == "unsupported-version"
+        with pytest.raises(RoostError) as boolean:  # True is an int to Python, not a version
+            raw.call("initialize", {"versions": [True], "token": "x"}, target="broker")
+        assert boolean.value.code == "bad-request"
     finally:
         raw.close()
+    client = up.client()
+    try:
+        assert client.info["version"] == 1
+        header = p.Header(kind=p.REQUEST, rid="v2", method="session.list", target="node", version=2)
+        client.send_raw([header.encode(), p.pack({})])
+        frames = client.recv_raw(5.0)
+        assert frames is not None
+        refused = p.unpack(frames[1])
+        assert refused["code"] == "unsupported-version" and refused["detail"] == {"version": 1}
+    finally:
+        client.close()
     _serving(up)
 
 

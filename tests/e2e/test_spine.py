@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from roost.broker.errors import RoostError
 from tests.e2e.conftest import CliError, Node, wait_for
 
 
@@ -134,13 +135,22 @@ def test_spawn_refuses_bad_input_clearly(
     node: Node, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     node.up()
-    assert node.error("spawn", "nonesuch")["code"] == "unknown-provider"
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    assert node.error("spawn", "nonesuch", "--cwd", str(elsewhere))["code"] == "unknown-provider"
+    assert node.run("workspace", "ls")["workspaces"] == []  # a refused spawn registers nothing
     assert node.error("spawn", "echo", "--cwd", "/does/not/exist")["code"] == "bad-cwd"
+    with node.client() as client:
+        with pytest.raises(RoostError) as relative:
+            client.call("workspace.add", {"path": "not/absolute"})
+        assert (relative.value.code, relative.value.detail) == ("bad-cwd", {"field": "path"})
     assert node.error("spawn", "echo", "--size", "big")["code"] == "bad-request"
     assert node.error("spawn", "echo", "--env", "NOEQUALS")["code"] == "bad-request"
     node.run("spawn", "echo", "--name", "twin")
     assert node.error("spawn", "echo", "--name", "twin")["code"] == "name-taken"
     assert [r["name"] for r in node.run("ls")["records"]] == ["twin"]
+    node.run("stop", "twin")
+    assert node.error("key", "twin", "no-such-key")["code"] == "bad-request"  # whatever the state
+    assert node.error("key", "twin", "enter")["code"] == "session-not-live"
 
 
 def test_stop_escalates_to_sigkill_and_keeps_the_last_screen(node: Node) -> None:

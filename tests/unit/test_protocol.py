@@ -253,6 +253,14 @@ def test_header_wrong_typed_field_is_bad_request(key: str, value: Any) -> None:
     assert repr(key) in info.value.message
 
 
+@pytest.mark.parametrize("generation", ["1", True, 1.5, [1]])
+def test_a_generation_that_is_not_an_integer_is_bad_request(generation: Any) -> None:
+    with pytest.raises(RoostError) as info:
+        Header.decode(pack({"k": REQUEST, "s": {"generation": generation}}))
+    assert info.value.code == "bad-request" and "s.generation" in info.value.message
+    assert Header.decode(pack({"k": REQUEST, "s": {"generation": 3}})).session == {"generation": 3}
+
+
 def test_header_over_header_limit_is_frame_too_large() -> None:
     data = pack({"k": REQUEST, "pad": "x" * HEADER_LIMIT})
     with pytest.raises(RoostError) as info:

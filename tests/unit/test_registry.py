@@ -187,3 +187,15 @@ def test_seen_says_first_once_per_key_and_stays_bounded() -> None:
     assert len(seen) == 3  # b"a", the longest unseen, was forgotten
     assert seen.first(b"a")
     assert not seen.first(b"d")  # still remembered
+
+
+def test_an_active_client_is_not_the_one_evicted(
+    reg: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry, "MAX_CLIENTS", 2)
+    reg.register(client("client/0", b"c0"))
+    reg.register(client("client/1", b"c1"))
+    assert reg.touch(b"c0") is not None  # client/0 initialized first but is still talking
+    reg.register(client("client/2", b"c2"))
+    assert reg.lookup("client/1") is None
+    assert reg.lookup("client/0") is not None
