@@ -125,10 +125,24 @@ class AllowedKeys:
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
+        self._seen: tuple[int, int, int] | None = None  # (inode, mtime_ns, size) last read
+        self._table: dict[str, dict[str, Any]] = {}
 
     def callback(self, domain: str, key: bytes) -> bool:
-        return key.decode() in allowed(self.state_dir)
+        return key.decode() in self._current()
 
     def role(self, key: str) -> str | None:
-        entry = allowed(self.state_dir).get(key)
+        """The key's role now: asked for every message, so a revoke or a new role takes effect on
+        connections already open (the file is read again only when it changed)."""
+        entry = self._current().get(key)
         return str(entry["role"]) if entry else None
+
+    def _current(self) -> dict[str, dict[str, Any]]:
+        try:
+            st = (self.state_dir / "keys" / "allowed.json").stat()
+            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if stamp is None or stamp != self._seen:
+            self._table, self._seen = allowed(self.state_dir), stamp
+        return self._table

@@ -73,7 +73,7 @@ class Broker:
         self._add_sockets({})
         self.events_endpoints = list(config.pub_endpoints)
         self.network: NetworkEndpoint | None = None
-        self._curve_user: dict[bytes, str] = {}
+        self._key_now: str | None = None  # the CURVE public key of the message being handled
         self._warned = Seen()
         self.stats = {"routed": 0, "errors": 0, "published": 0}
 
@@ -145,9 +145,11 @@ class Broker:
 
     def _on_frames(self, frames: list[bytes], via: int = 0, last: Any = None) -> None:
         routing_id, rest = bytes([via]) + frames[0], frames[1:]
+        self._key_now = None
         if via and self.network is not None and self.network.curve_secret and last is not None:
-            self._curve_user[routing_id] = str(last.get("User-Id"))  # the client's public key
+            self._key_now = str(last.get("User-Id"))  # the client's public key (ZAP)
         try:
+            self._check_key(routing_id)
             if len(rest) != 2:
                 raise RoostError("bad-request", "a message is exactly two frames: header, body")
             header = p.Header.decode(rest[0])
@@ -274,9 +276,24 @@ class Broker:
             {"event": "peer.up", "address": address, "incarnation": incarnation, "meta": meta or {}}
         )
 
+    def _check_key(self, routing_id: bytes) -> None:
+        """A CURVE connection whose key was revoked is refused from its next message on, and its
+        registration dropped; a key given another role has it from its next message on."""
+        if not self._key_now or self.network is None or self.network.keys is None:
+            return
+        role = self.network.keys.role(self._key_now)
+        address = self.registry.address_of(routing_id)
+        entry = self.registry.lookup(address) if address else None
+        if role is None:
+            if entry is not None and not entry.actor:
+                self.registry.remove(entry.address)
+            raise RoostError("unauthorized", "this client's key is no longer allowed")
+        if entry is not None and not entry.actor:
+            entry.meta["role"] = role
+
     def _role_of(self, offered: Any, routing_id: bytes) -> str:
         """The role a CURVE key or a token grants (tokens compared in constant time)."""
-        key = self._curve_user.get(routing_id)
+        key = self._key_now
         if key and self.network is not None and self.network.keys is not None:
             role = self.network.keys.role(key)  # allowed by ZAP, so it has a role
             if role:

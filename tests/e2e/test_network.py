@@ -85,7 +85,17 @@ def test_a_network_endpoint_needs_curve_and_honours_roles(node: Node, tmp_path: 
             c.initialize()
         assert silent.value.code == "timeout"  # the handshake is refused: no answer at all
 
-    node.run("keys", "revoke", "ops")
+    with _connect(port, server, operator) as still, _connect(port, server, observer) as ob:
+        assert still.initialize()["role"] == "operator" and ob.initialize()["role"] == "observer"
+        node.run("keys", "allow", observer["public"], "--role", "operator", "--name", "watch")
+        ob.call("session.rename", {"id": rid, "name": "promoted"})  # its new role, at once
+        node.run("keys", "revoke", "ops")
+        with pytest.raises(RoostError) as cut:  # a connection already open is cut off too
+            still.call("session.list")
+        assert cut.value.code == "unauthorized"
+        with pytest.raises(RoostError) as again:
+            still.call("session.list")
+        assert again.value.code == "unauthorized"
     with _connect(port, server, operator) as gone, pytest.raises(RoostError) as revoked:
         gone.initialize()
     assert revoked.value.code == "timeout"
