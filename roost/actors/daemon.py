@@ -23,7 +23,7 @@ import structlog
 import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
-from roost.actors import db
+from roost.actors import db, retention
 from roost.actors.children import Child
 from roost.actors.launcher import Launcher
 from roost.actors.lock import StateLock
@@ -64,7 +64,12 @@ def announce(payload: dict[str, Any]) -> None:
 
 class Daemon:
     def __init__(
-        self, state_dir: Path, node_id: str, token: str, network: NetworkEndpoint | None = None
+        self,
+        state_dir: Path,
+        node_id: str,
+        token: str,
+        network: NetworkEndpoint | None = None,
+        retain_events: int | None = None,
     ) -> None:
         self.state_dir, self.node_id, self.token = state_dir, node_id, token
         self.actor_token = load_or_create_secret(state_dir / ACTOR_TOKEN_FILE)
@@ -85,27 +90,40 @@ class Daemon:
                 node_id=node_id,
             ),
         )
+        self.children = self._children(retain_events)
+        self.started = time.time()
+        self.failed = False
+        self.network = network
+        self.peer: Peer | None = None  # the node actor's, once running
+
+    def _exited(self, prefix: str) -> None:
+        """A child actor's process exited: forget it now, and fail the node's calls to it now
+        rather than at their deadline (clients get `unavailable` at once)."""
+        self.broker.drop(prefix)
+        if self.peer is not None:
+            self.peer.abandon(prefix)
+
+    def _children(self, retain_events: int | None) -> list[Child]:
+        """The state store (with the retention limit, when given) and the adapter host."""
         env = {**os.environ, ACTOR_TOKEN_ENV: self.actor_token}
         env.pop("ROOST_TOKEN", None)
         py = [sys.executable, "-m"]
-        common = ["--state-dir", str(state_dir), "--endpoint", self.router_ep]
-        self.children = [
+        common = ["--state-dir", str(self.state_dir), "--endpoint", self.router_ep]
+        keep = [] if retain_events is None else ["--retain-events", str(retain_events)]
+        return [
             Child(
                 "state",
-                [*py, "roost.actors.state", *common, "--node-id", node_id],
+                [*py, "roost.actors.state", *common, "--node-id", self.node_id, *keep],
                 env,
-                on_exit=lambda: self.broker.drop("state"),
+                on_exit=lambda: self._exited("state"),
             ),
             Child(
                 "adapters",
                 [*py, "roost.actors.adapter_host", *common],
                 env,
-                on_exit=lambda: self.broker.drop("adapter/"),
+                on_exit=lambda: self._exited("adapter/"),
             ),
         ]
-        self.started = time.time()
-        self.failed = False
-        self.network = network
 
     def status(self) -> dict[str, Any]:
         actors: dict[str, Any] = {c.name: c.status() for c in self.children}
@@ -156,7 +174,7 @@ class Daemon:
         for sock in ("router", "events"):
             with contextlib.suppress(OSError):
                 os.chmod(self.runtime / sock, 0o600)
-        peer = Peer(
+        self.peer = peer = Peer(
             self.ctx,
             "inproc://broker",
             "node",
@@ -245,6 +263,7 @@ def main() -> None:
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--node-id")
     parser.add_argument("--listen", help="a tcp:// endpoint for clients (CURVE unless loopback)")
+    parser.add_argument("--retain-events", help="keep this many events (stored for later starts)")
     args = parser.parse_args()
     state_dir = private_dir(Path(args.state_dir))
     private_dir(state_dir / "logs")
@@ -262,10 +281,11 @@ def main() -> None:
     token = load_or_create_token(state_dir)
     try:
         network = network_endpoint(state_dir, args.listen) if args.listen else None
+        keep = None if args.retain_events is None else retention.check_limit(args.retain_events)
     except RoostError as err:
         announce({"error": err.to_body()})
         sys.exit(2)
-    daemon = Daemon(state_dir, node_id, token, network)
+    daemon = Daemon(state_dir, node_id, token, network, keep)
     run_until_stopped(daemon.serve)
     lock.release()
     sys.exit(2 if daemon.failed else 0)

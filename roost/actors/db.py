@@ -194,13 +194,26 @@ def events_since(
 
 
 def last_seq(conn: sqlite3.Connection) -> int:
-    row = conn.execute("SELECT MAX(seq) FROM events").fetchone()
+    """The highest seq ever given, even when retention has trimmed it: AUTOINCREMENT keeps its
+    high-water mark in ``sqlite_sequence``, so seqs are never reused."""
+    row = conn.execute(
+        "SELECT MAX(n) FROM (SELECT seq AS n FROM sqlite_sequence WHERE name='events' "
+        "UNION ALL SELECT MAX(seq) FROM events)"
+    ).fetchone()
     return int(row[0] or 0)
 
 
 def first_seq(conn: sqlite3.Connection) -> int:
+    """The oldest retained seq; 0 when the log is empty."""
     row = conn.execute("SELECT MIN(seq) FROM events").fetchone()
     return int(row[0] or 0)
+
+
+def seq_range(conn: sqlite3.Connection) -> tuple[int, int]:
+    """``(first, last)``: the oldest retained seq (``last + 1`` when the log is empty, whether
+    fresh or trimmed), and the highest seq ever given."""
+    last = last_seq(conn)
+    return first_seq(conn) or last + 1, last
 
 
 # -- operations and turns ----------------------------------------------------------------------

@@ -122,11 +122,20 @@ class NodeActor:
         return {
             **self._status(),
             "records": counts,
+            "event_log": None if counts is None else await self._event_log(),
             "uptime_s": time.time() - self.started,
             "busy": self.control.busy,
             "accepting": self.control.accepting,
             "cleaning": self.sessions.cleaning,
         }
+
+    async def _event_log(self) -> dict[str, Any] | None:
+        """The retention limit in force and the retained seq range, or None without an answer."""
+        try:
+            opened = await self.peer.call("state", "state.open", {}, timeout=2.0)
+        except RoostError:
+            return None
+        return {k: opened[k] for k in ("retain_events", "first_seq", "last_seq")}
 
     async def shutdown(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         stop_sessions = f.opt_bool(body, "stop_sessions")  # a bad body is refused before busy

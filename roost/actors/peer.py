@@ -70,6 +70,7 @@ class Peer:
         self._ids = itertools.count(1)
         self._prefix = f"{address}:{os.getpid()}:"
         self._pending: dict[str, asyncio.Future[tuple[p.Header, dict[str, Any]]]] = {}
+        self._targets: dict[str, str] = {}  # request id -> the address a pending call went to
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sock: zmq.asyncio.Socket | None = None
         self._warned = Seen()
@@ -274,6 +275,7 @@ class Peer:
             asyncio.get_running_loop().create_future()
         )
         self._pending[rid] = future
+        self._targets[rid] = target
         header = p.Header(
             kind=p.REQUEST, rid=rid, method=method, target=target, session=session, op=op
         )
@@ -288,6 +290,7 @@ class Peer:
             ) from None
         finally:
             self._pending.pop(rid, None)
+            self._targets.pop(rid, None)
         if reply_header.kind == p.ERROR:
             err = RoostError.from_body(reply)
             if err.code == "unreachable" and restartable(target):
@@ -296,6 +299,15 @@ class Peer:
                 )
             raise err
         return reply
+
+    def abandon(self, *prefixes: str) -> None:
+        """Answer now the pending calls to addresses whose process is known to have exited,
+        instead of letting them wait for their deadline; they fail like an unreachable target."""
+        for rid, target in list(self._targets.items()):
+            future = self._pending.get(rid)
+            if target.startswith(prefixes) and future is not None and not future.done():
+                gone = RoostError("unreachable", f"{target} exited", {"target": target})
+                future.set_result((p.Header(kind=p.ERROR, rid=rid), gone.to_body()))
 
     def notify(self, target: str, body: dict[str, Any]) -> None:
         self._send(p.Header(kind=p.NOTIFY, target=target), body)

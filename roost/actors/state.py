@@ -3,7 +3,8 @@
 Mutations go through one writer task that commits them in small groups (one transaction, a
 savepoint per request, so one refused request never spoils its neighbours). Events are published
 to the broker only after their transaction committed, so a subscriber never sees an event that
-the log does not hold.
+the log does not hold. Retention (``retention``) trims the oldest events through the same
+writer, a bounded chunk at a time.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import structlog
 import zmq.asyncio
 
-from roost.actors import db
+from roost.actors import db, retention
 from roost.actors.journal import Journal, check_events, check_op
 from roost.actors.peer import Peer
 from roost.actors.process import (
@@ -31,6 +32,7 @@ from roost.actors.process import (
     watch_lifeline,
 )
 from roost.actors.records import Record
+from roost.actors.retention import Retention
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
@@ -39,6 +41,7 @@ log = structlog.get_logger("roost.state")
 
 Mutation = Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]
 BATCH = 64
+TRIM_EVERY_S = 1.0
 
 
 def event_topic(event: dict[str, Any]) -> str:
@@ -59,8 +62,16 @@ def expect_state(current: Record, expected: list[str]) -> Record:
 class StateStore:
     """Serves ``state.*`` methods over one SQLite connection."""
 
-    def __init__(self, conn: sqlite3.Connection, peer: Peer) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        peer: Peer,
+        keep: Retention | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.conn, self.peer = conn, peer
+        self.keep, self.clock = keep or Retention(), clock
+        self._ops_due = 0.0
         self._queue: asyncio.Queue[tuple[Mutation, asyncio.Future[dict[str, Any]]]] = (
             asyncio.Queue()
         )
@@ -113,6 +124,27 @@ class StateStore:
             else:
                 future.set_result(result)
 
+    async def trimmer(self, every: float = TRIM_EVERY_S) -> None:
+        """Retention, through the writer: one bounded chunk per write, so the writes queued
+        meanwhile go between chunks; then a pause while nothing is due."""
+        while True:
+            step = await self.write(self.trim_step)
+            if not step["more"]:
+                await asyncio.sleep(every)
+
+    def trim_step(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Delete one chunk of events past the limit and, every ``OPS_EVERY_S``, the operation
+        ids older than ``OPS_KEEP_S``. Nothing is published: retention is not an event."""
+        now, ops = self.clock(), 0
+        if now >= self._ops_due:
+            ops = retention.trim_ops(self.conn, now - retention.OPS_KEEP_S)
+            self._ops_due = now + retention.OPS_EVERY_S
+        upto = self.keep.plan(*db.seq_range(self.conn))
+        events = 0 if upto is None else retention.trim_events(self.conn, upto)
+        if events or ops:
+            log.info("trimmed", events=events, upto=upto, ops=ops)
+        return {"more": upto is not None and upto < self.keep.target}, []
+
     async def write(self, mutation: Mutation) -> dict[str, Any]:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         await self._queue.put((mutation, future))
@@ -126,10 +158,13 @@ class StateStore:
     # -- handlers ------------------------------------------------------------------------------
 
     async def _open(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        first, last = db.seq_range(self.conn)
         return {
             "node_id": db.get_meta(self.conn, "node_id"),
             "schema": db.SCHEMA_VERSION,
-            "last_seq": db.last_seq(self.conn),
+            "last_seq": last,
+            "first_seq": first,
+            "retain_events": self.keep.limit,
         }
 
     async def _workspace_add(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
@@ -230,17 +265,18 @@ class StateStore:
         limit = f.opt_int(body, "limit", lo=1, hi=5000) or 1000
         record_id = f.opt_str(body, "record")
         events = db.events_since(self.conn, after, limit, record_id)
-        first = db.first_seq(self.conn)
-        return {
-            "events": events,
-            "last_seq": db.last_seq(self.conn),
-            "gap": bool(first and after + 1 < first),
-        }
+        first, last = db.seq_range(self.conn)
+        # Seqs are contiguous but for what retention trimmed from the front, so seqs after
+        # ``after`` are missing exactly when ``first`` is past ``after + 1``. With ``record`` the
+        # gap is node-wide: the dropped events may or may not have included that record's.
+        return {"events": events, "last_seq": last, "first_seq": first, "gap": after + 1 < first}
 
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     state_dir = Path(args.state_dir)
     conn, _ = db.open_db(state_dir / "state.db", args.node_id)
+    given = None if args.retain_events is None else retention.check_limit(args.retain_events)
+    keep = Retention(retention.load_limit(conn, given))
     ctx = zmq.asyncio.Context()
     peer = Peer(
         ctx,
@@ -250,15 +286,15 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         incarnation=os.urandom(6).hex(),
         meta={"pid": os.getpid()},
     )
-    store = StateStore(conn, peer)
+    store = StateStore(conn, peer, keep)
     watch_lifeline(args.lifeline, stop.set)
-    await run_until(stop, peer.run(), store.writer())
+    await run_until(stop, peer.run(), store.writer(), store.trimmer())
     conn.close()
     ctx.destroy(0)
 
 
 def main() -> None:
-    args = child_args("roost-state", "--node-id")
+    args = child_args("roost-state", "--node-id", optional=("--retain-events",))
     setup_logging(Path(args.state_dir) / "logs" / "state.log", "state")
     run_until_stopped(lambda stop: serve(args, stop))
 

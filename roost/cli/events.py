@@ -39,6 +39,7 @@ def events(ctx: Ctx, after: int, ref: str | None, limit: int, follow: bool) -> N
         if ctx.json:
             emit_json(doc)
         else:
+            _note_gap(doc, after)
             for event in doc["events"]:
                 console.print(_line(event), markup=False)
         return
@@ -54,6 +55,8 @@ def _follow(ctx: Ctx, query: dict[str, Any]) -> None:
         try:
             while True:
                 doc = client.call("events.since", {**query, "after": last})
+                if not ctx.json:
+                    _note_gap(doc, last)
                 for event in doc["events"]:
                     last = _print_event(ctx, event, last, query.get("id"))
                 if len(doc["events"]) < query["limit"]:
@@ -74,6 +77,15 @@ def _follow(ctx: Ctx, query: dict[str, Any]) -> None:
             raise err
         finally:
             stream.close()
+
+
+def _note_gap(doc: dict[str, Any], after: int) -> None:
+    """Say on stderr that retention dropped events the reader asked for (``gap``)."""
+    if doc.get("gap"):
+        click.echo(
+            f"note: events {after + 1} to {doc['first_seq'] - 1} were dropped by retention",
+            err=True,
+        )
 
 
 def _print_event(ctx: Ctx, event: dict[str, Any], last: int, ref: str | None) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from roost.actors.retention import check_limit
 from roost.broker.errors import RoostError
 from roost.broker.locate import private_dir, read_node_info
 from roost.cli.context import Ctx, command
@@ -49,6 +50,11 @@ def _print_status(ctx: Ctx, doc: dict[str, Any]) -> None:
     if doc.get("records"):
         counts = ", ".join(f"{n} {s}" for s, n in sorted(doc["records"].items()))
         console.print(f"  records: {counts}")
+    if kept := doc.get("event_log"):
+        console.print(
+            f"  event log: retain {kept['retain_events']:,}, oldest retained seq "
+            f"{kept['first_seq']}, last seq {kept['last_seq']}"
+        )
 
 
 def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
@@ -75,15 +81,18 @@ def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
 @node.command("up")
 @click.option("--node-id", help="name this node (only on first start; stored afterwards)")
 @click.option("--listen", help="also serve clients on tcp://ADDRESS:PORT (CURVE unless loopback)")
+@click.option(
+    "--retain-events",
+    metavar="N",
+    help="keep the newest N events (default 1,000,000, at least 1,000; stored for later starts)",
+)
 @command
-def up(ctx: Ctx, node_id: str | None, listen: str | None) -> None:
+def up(ctx: Ctx, node_id: str | None, listen: str | None, retain_events: str | None) -> None:
     """Start the node in the background; returns once it serves."""
+    keep = None if retain_events is None else check_limit(retain_events)
     running = _running_status(ctx)
     if running is not None:
-        if node_id and node_id != running["node_id"]:
-            raise RoostError(
-                "durable-state-conflict", "a node with another id serves this state directory"
-            )
+        _check_running(running, node_id, keep)
         _print_status(ctx, {**running, "already_running": True})
         return
     state_dir = private_dir(ctx.state_dir)
@@ -93,6 +102,8 @@ def up(ctx: Ctx, node_id: str | None, listen: str | None) -> None:
         argv += ["--node-id", node_id]
     if listen:
         argv += ["--listen", listen]
+    if keep is not None:
+        argv += ["--retain-events", str(keep)]
     with open(logs / "daemon.stderr", "ab") as err:
         proc = subprocess.Popen(
             argv,
@@ -110,6 +121,21 @@ def up(ctx: Ctx, node_id: str | None, listen: str | None) -> None:
     if "error" in line:
         raise RoostError.from_body(line["error"])
     _print_status(ctx, {**line["ready"], "already_running": False})
+
+
+def _check_running(running: dict[str, Any], node_id: str | None, keep: int | None) -> None:
+    """``node up`` of a node that already serves: refuse options it was not started with."""
+    if node_id and node_id != running["node_id"]:
+        raise RoostError(
+            "durable-state-conflict", "a node with another id serves this state directory"
+        )
+    current = (running.get("event_log") or {}).get("retain_events")
+    if keep is not None and current is not None and keep != current:
+        raise RoostError(
+            "node-running",
+            f"the node serves with --retain-events {current}; stop it to change the limit",
+            {"retain_events": current},
+        )
 
 
 @node.command("stop")

@@ -23,6 +23,7 @@ from typing import Any
 import psutil
 import pytest
 
+from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from tests.e2e.conftest import Node, wait_for
 
@@ -200,6 +201,32 @@ def _exhaust_state_store(node: Node) -> tuple[dict[str, Any], int, float]:
             dead.add(state["pid"])
             assert len(dead) <= 6, "the state store was restarted past its intensity"
         return state, len(dead), time.monotonic() - started
+
+
+def test_a_request_in_flight_when_the_state_store_dies_is_answered_at_once(node: Node) -> None:
+    """The node's call to a store that exits is failed when the process is seen gone, not left
+    to its 10-s deadline: the client (waiting 8 s here) hears `unavailable` from the node."""
+    node.up()
+    store = psutil.Process(_state_actor(node)["pid"])
+    store.suspend()  # the request reaches the store and stays unanswered
+    try:
+        with node.client() as client:
+            client.send_raw(_request("stuck", "session.list"))
+            assert client.recv_raw(1.0) is None  # nothing answers for the suspended store
+            _kill(store.pid)
+            frames = client.recv_raw(8.0)
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            store.resume()
+    assert frames is not None, "no answer before the node's own deadline"
+    answer = p.unpack(frames[1])
+    assert answer["code"] == "unavailable" and "restarting" in answer["message"], answer
+    wait_for(lambda: node.run("ls", check=False).get("records") is not None, 20, "service")
+
+
+def _request(rid: str, method: str) -> list[bytes]:
+    header = p.Header(kind=p.REQUEST, rid=rid, method=method, target="node")
+    return [header.encode(), p.pack({})]
 
 
 def test_a_state_store_dying_too_often_is_reported_failed(node: Node) -> None:
