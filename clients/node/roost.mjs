@@ -152,7 +152,7 @@ export class RoostClient {
       gap ||= page.gap === true;
       last = Math.max(last, page.last_seq ?? 0);
       for (const e of page.events) if (e.seq > lastSeq && !bySeq.has(e.seq)) bySeq.set(e.seq, e);
-      if (page.events.length < limit) break;
+      if (!(page.more ?? page.events.length >= limit)) break; // `more`: a page may be cut short by size
       after = page.events[page.events.length - 1].seq;
     }
     return { events: [...bySeq.values()].sort((a, b) => a.seq - b.seq), lastSeq: last, gap };

@@ -193,6 +193,29 @@ def events_since(
     return [_event(r) for r in rows]
 
 
+REPLY_BUDGET = 4 * 1024 * 1024  # bytes of events in one reply: half the 8-MiB frame limit
+
+
+def events_page(
+    conn: sqlite3.Connection,
+    after: int,
+    limit: int,
+    record_id: str | None = None,
+    budget: int = REPLY_BUDGET,
+) -> tuple[list[dict[str, Any]], bool]:
+    """Up to ``limit`` events after ``after``, fewer when their packed size would pass ``budget``
+    (one event at least), so a reply always fits a frame; and whether more events follow."""
+    rows = events_since(conn, after, limit + 1, record_id)
+    page: list[dict[str, Any]] = []
+    size = 0
+    for event in rows[:limit]:
+        size += len(msgpack.packb(event, use_bin_type=True))
+        if page and size > budget:
+            break
+        page.append(event)
+    return page, len(page) < len(rows)
+
+
 def last_seq(conn: sqlite3.Connection) -> int:
     """The highest seq ever given, even when retention has trimmed it: AUTOINCREMENT keeps its
     high-water mark in ``sqlite_sequence``, so seqs are never reused."""

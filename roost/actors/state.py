@@ -264,12 +264,18 @@ class StateStore:
         after = f.opt_int(body, "after") or 0
         limit = f.opt_int(body, "limit", lo=1, hi=5000) or 1000
         record_id = f.opt_str(body, "record")
-        events = db.events_since(self.conn, after, limit, record_id)
+        events, more = db.events_page(self.conn, after, limit, record_id)
         first, last = db.seq_range(self.conn)
         # Seqs are contiguous but for what retention trimmed from the front, so seqs after
         # ``after`` are missing exactly when ``first`` is past ``after + 1``. With ``record`` the
         # gap is node-wide: the dropped events may or may not have included that record's.
-        return {"events": events, "last_seq": last, "first_seq": first, "gap": after + 1 < first}
+        return {
+            "events": events,
+            "more": more,
+            "last_seq": last,
+            "first_seq": first,
+            "gap": after + 1 < first,
+        }
 
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from roost.broker.client import Client
 from roost.broker.errors import RoostError
 from roost.cli.context import Ctx, command
 from roost.cli.output import console, emit_json
@@ -51,25 +52,15 @@ def _follow(ctx: Ctx, query: dict[str, Any]) -> None:
         if query.get("id"):  # match events by record id, whatever the user named it by
             query["id"] = client.call("session.show", {"id": query["id"]})["record"]["id"]
         stream = client.subscribe("e/")
-        last = query["after"]
         try:
-            while True:
-                doc = client.call("events.since", {**query, "after": last})
-                if not ctx.json:
-                    _note_gap(doc, last)
-                for event in doc["events"]:
-                    last = _print_event(ctx, event, last, query.get("id"))
-                if len(doc["events"]) < query["limit"]:
-                    break
+            last = _catch_up(ctx, client, query, query["after"])
             while True:
                 got = stream.recv(timeout=1.0)
                 if got is None:
                     continue
                 event = got[1]
                 if event["seq"] > last + 1:  # a gap on PUB: fill it from the log
-                    doc = client.call("events.since", {**query, "after": last})
-                    for missed in doc["events"]:
-                        last = _print_event(ctx, missed, last, query.get("id"))
+                    last = _catch_up(ctx, client, query, last)
                 last = _print_event(ctx, event, last, query.get("id"))
         except KeyboardInterrupt:
             pass
@@ -86,6 +77,18 @@ def _note_gap(doc: dict[str, Any], after: int) -> None:
             f"note: events {after + 1} to {doc['first_seq'] - 1} were dropped by retention",
             err=True,
         )
+
+
+def _catch_up(ctx: Ctx, client: Client, query: dict[str, Any], last: int) -> int:
+    """Print the log after ``last``, page by page (a page may be cut short by size: ``more``)."""
+    while True:
+        doc = client.call("events.since", {**query, "after": last})
+        if not ctx.json:
+            _note_gap(doc, last)
+        for event in doc["events"]:
+            last = _print_event(ctx, event, last, query.get("id"))
+        if not doc.get("more", len(doc["events"]) >= query["limit"]):
+            return last
 
 
 def _print_event(ctx: Ctx, event: dict[str, Any], last: int, ref: str | None) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 
 from roost.actors import db
@@ -290,6 +291,26 @@ def test_events_append_and_since(conn: sqlite3.Connection) -> None:
     only_r1 = db.events_since(conn, 0, 100, record_id="r1")
     assert [e["data"]["n"] for e in only_r1] == [0, 2, 4]
     assert [e["data"]["n"] for e in db.events_since(conn, seqs[0], 1, record_id="r1")] == [2]
+
+
+def test_a_page_of_events_stops_at_its_size_budget_and_says_more(
+    conn: sqlite3.Connection,
+) -> None:
+    big = "x" * 300_000  # a long assistant output: a dozen of them pass a 4-MiB reply
+    for _ in range(30):
+        db.append_event(conn, {"kind": "session.output", "record": "r1", "data": {"text": big}})
+    page, more = db.events_page(conn, 0, 1000)
+    assert 0 < len(page) < 30 and more
+    assert sum(len(msgpack.packb(e)) for e in page) <= db.REPLY_BUDGET
+    seen = [e["seq"] for e in page]
+    while more:  # paging by the last seq returned reads every event once
+        page, more = db.events_page(conn, seen[-1], 1000)
+        seen += [e["seq"] for e in page]
+    assert seen == list(range(1, 31))
+    one, more = db.events_page(conn, 0, 1000, budget=10)  # never an empty page
+    assert len(one) == 1 and more
+    assert db.events_page(conn, 28, 2) == (db.events_since(conn, 28, 2), False)
+    assert db.events_page(conn, 27, 2)[1] is True
 
 
 def test_event_without_record_or_data(conn: sqlite3.Connection) -> None:

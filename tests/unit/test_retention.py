@@ -166,7 +166,7 @@ async def trim_until_done(store: StateStore) -> int:
 
 def test_an_empty_fresh_log_is_no_gap(conn: sqlite3.Connection) -> None:
     reply = asyncio.run(since(store_for(conn, 1000), 0))
-    assert reply == {"events": [], "last_seq": 0, "first_seq": 1, "gap": False}
+    assert reply == {"events": [], "more": False, "last_seq": 0, "first_seq": 1, "gap": False}
 
 
 def test_the_store_trims_in_chunks_and_reports_the_gap(conn: sqlite3.Connection) -> None:
