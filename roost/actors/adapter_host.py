@@ -14,6 +14,7 @@ from typing import Any
 
 import zmq.asyncio
 
+from roost.actors.lines import LINE_CAP
 from roost.actors.peer import Peer
 from roost.actors.process import (
     child_args,
@@ -103,7 +104,7 @@ class AdapterActor:
 
     async def parse(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         stream = f.opt_str(body, "stream", max_len=16) or "stdout"
-        events, facts = self.adapter.parse(f.text(body, "line"), stream)
+        events, facts = self.adapter.parse(f.text(body, "line", max_len=LINE_CAP), stream)
         return {"events": events, "facts": facts}
 
     async def identity(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:

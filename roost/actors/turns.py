@@ -15,12 +15,14 @@ from typing import Any
 
 import structlog
 
+from roost.actors.lines import LINE_CAP, Lines
 from roost.actors.outbox import Outbox
 from roost.actors.peer import Peer
 from roost.actors.terminal import Terminal, Transcript
 from roost.broker.errors import RoostError
 
 log = structlog.get_logger("roost.turns")
+CHUNK = 65536
 
 
 class TurnRunner:
@@ -111,18 +113,19 @@ class TurnRunner:
         self.transcript.append(data)
         self.term.feed(data)
 
-    def _line(self, turn_id: str, line: bytes, stream: str) -> None:
-        self.transcript.append(line)
-        self.outbox.put(
-            {
-                "t": "line",
-                "turn": turn_id,
-                "stream": stream,
-                "line": line.decode("utf-8", "replace").rstrip("\n"),
-                "record": self.spec["record_id"],
-                "generation": self.spec["generation"],
-            }
-        )
+    def _line(self, turn_id: str, line: bytes, stream: str, cut: bool) -> None:
+        entry = {
+            "t": "line",
+            "turn": turn_id,
+            "stream": stream,
+            "line": line.decode("utf-8", "replace").rstrip("\n"),
+            "record": self.spec["record_id"],
+            "generation": self.spec["generation"],
+        }
+        if cut:  # the transcript has all of it; parsing gets the first LINE_CAP bytes
+            log.warning("line-cut", turn=turn_id, stream=stream, cap=LINE_CAP)
+            entry["cut"] = True
+        self.outbox.put(entry)
 
     async def _pump(self, turn_id: str, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None and proc.stderr is not None
@@ -131,9 +134,14 @@ class TurnRunner:
         self._last_line = loop.time()
 
         async def drain(reader: asyncio.StreamReader, stream: str) -> None:
-            while line := await reader.readline():
+            lines = Lines()
+            while chunk := await reader.read(CHUNK):
                 self._last_line = loop.time()
-                self._line(turn_id, line, stream)
+                self.transcript.append(chunk)
+                for line, cut in lines.feed(chunk):
+                    self._line(turn_id, line, stream, cut)
+            for line, cut in lines.end():
+                self._line(turn_id, line, stream, cut)
 
         async def watchdog() -> str:
             started = loop.time()

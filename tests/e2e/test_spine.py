@@ -228,3 +228,19 @@ def _subscribed(node: Node, rid: str, stream: Any) -> bool:
     node.run("send", rid, ".")
     got = stream.recv(timeout=0.5)
     return got is not None
+
+
+def test_a_stream_turn_with_an_output_line_far_over_64_kib_completes_whole(
+    node: Node, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Provider lines are not bound by asyncio's 64-KiB readline limit (a tool result holding a
+    whole file): the turn completes, and its output event and result hold every character."""
+    node.up()
+    work = tmp_path_factory.mktemp("work")
+    node.run("spawn", "echo", "--mode", "stream", "--name", "long", "--cwd", str(work))
+    text = "".join(f"{n:06d} " for n in range(15_000))  # 105,000 characters on one line
+    turn = node.run("turn", "long", text, "--wait")
+    assert turn["turn"]["state"] == "completed", turn["turn"]
+    assert turn["turn"]["result"]["result"] == f"echo: {text}"
+    outputs = [e for e in node.events() if e["kind"] == "session.output"]
+    assert [e["data"]["text"] for e in outputs] == [f"echo: {text}"]
