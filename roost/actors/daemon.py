@@ -25,14 +25,16 @@ from zmq.auth.asyncio import AsyncioAuthenticator
 
 from roost.actors import db, retention
 from roost.actors.children import Child
+from roost.actors.hublink import HubConfig, HubLink
 from roost.actors.launcher import Launcher
 from roost.actors.lock import StateLock
 from roost.actors.node import NodeActor
 from roost.actors.peer import Peer
 from roost.actors.process import run_until_stopped, setup_logging
 from roost.actors.sessions import Sessions
+from roost.broker import protocol as p
 from roost.broker.errors import RoostError
-from roost.broker.keys import AllowedKeys, allowed, is_loopback, node_keys
+from roost.broker.keys import AllowedKeys, allowed, check_public, is_loopback, node_keys
 from roost.broker.locate import (
     ACTOR_TOKEN_ENV,
     ACTOR_TOKEN_FILE,
@@ -45,9 +47,11 @@ from roost.broker.locate import (
     runtime_dir,
     write_node_info,
 )
+from roost.broker.policy import check_node_id
 from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
 
 log = structlog.get_logger("roost.daemon")
+HUB_LINK_FILE = "hub-link.json"  # the hub this node dials, kept for later starts
 
 READY_TIMEOUT = 30.0
 
@@ -70,6 +74,7 @@ class Daemon:
         token: str,
         network: NetworkEndpoint | None = None,
         retain_events: int | None = None,
+        hub: HubConfig | None = None,
     ) -> None:
         self.state_dir, self.node_id, self.token = state_dir, node_id, token
         self.actor_token = load_or_create_secret(state_dir / ACTOR_TOKEN_FILE)
@@ -95,6 +100,8 @@ class Daemon:
         self.failed = False
         self.network = network
         self.peer: Peer | None = None  # the node actor's, once running
+        self.hub = hub
+        self.link: HubLink | None = None
 
     def _exited(self, prefix: str) -> None:
         """A child actor's process exited: forget it now, and fail the node's calls to it now
@@ -146,6 +153,13 @@ class Daemon:
 
     def endpoints(self) -> dict[str, Any]:
         eps: dict[str, Any] = {"router": self.router_ep, "events": self.events_ep}
+        if self.hub is not None:
+            linked = self.link is not None and self.link.peer.registered.is_set()
+            eps["hub"] = {
+                "endpoint": self.hub.endpoint,
+                "server_key": self.hub.server_key,
+                "linked": linked,
+            }
         if self.network is not None:
             eps["network"] = {
                 "router": self.network.endpoint,
@@ -190,6 +204,16 @@ class Daemon:
             asyncio.create_task(t)
             for t in (self.broker.run(), peer.run(), *(c.run() for c in self.children))
         ]
+        if self.hub is not None:
+            self.link = HubLink(
+                self.ctx,
+                self.node_id,
+                self.hub,
+                ("inproc://broker", self.events_ep),
+                {p.OPERATOR: self.token, p.OBSERVER: self.broker.config.observer_token},
+                self.incarnation,
+            )
+            tasks.append(asyncio.create_task(self.link.run()))
         try:
             await self._wait_ready(peer)
         except RoostError as err:
@@ -258,12 +282,53 @@ def network_endpoint(state_dir: Path, endpoint: str) -> NetworkEndpoint:
     return NetworkEndpoint(endpoint, curve_secret=pair[1], keys=AllowedKeys(state_dir))
 
 
+def hub_config(state_dir: Path, endpoint: str, server_key: str | None) -> HubConfig:
+    """The hub this node dials: its endpoint and public key, and the node's own key pair."""
+    if not endpoint.startswith("tcp://") or ":" not in endpoint[6:]:
+        raise RoostError("bad-request", "--hub takes tcp://ADDRESS:PORT", {"field": "hub"})
+    if not server_key:
+        raise RoostError("bad-request", "--hub needs --hub-key, the hub's public key")
+    pair = node_keys(state_dir)
+    if pair is None:
+        raise RoostError(
+            "bad-request",
+            "a hub link needs this node's key pair: run `roost keys new` and have the hub "
+            "allow its public key with --role node --name <node id>",
+            {"field": "hub"},
+        )
+    return HubConfig(endpoint, check_public(server_key), pair[0], pair[1])
+
+
+def stored_hub(
+    state_dir: Path, endpoint: str | None, key: str | None, *, forget: bool = False
+) -> HubConfig | None:
+    """The hub link: the one given (and stored for later starts, like the node id), else the one
+    stored; ``forget`` removes it."""
+    path = state_dir / HUB_LINK_FILE
+    if forget:
+        path.unlink(missing_ok=True)
+        return None
+    if endpoint:
+        hub = hub_config(state_dir, endpoint, key)
+        path.write_text(json.dumps({"endpoint": hub.endpoint, "server_key": hub.server_key}))
+        return hub
+    try:
+        raw = json.loads(path.read_text())
+        endpoint, key = str(raw["endpoint"]), str(raw["server_key"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return hub_config(state_dir, endpoint, key)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="roost-daemon")
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--node-id")
     parser.add_argument("--listen", help="a tcp:// endpoint for clients (CURVE unless loopback)")
     parser.add_argument("--retain-events", help="keep this many events (stored for later starts)")
+    parser.add_argument("--hub", help="a hub's tcp:// endpoint to dial out to (CURVE)")
+    parser.add_argument("--hub-key", help="the hub's CURVE public key")
+    parser.add_argument("--no-hub", action="store_true", help="forget the hub link stored")
     args = parser.parse_args()
     state_dir = private_dir(Path(args.state_dir))
     private_dir(state_dir / "logs")
@@ -273,6 +338,8 @@ def main() -> None:
         announce({"error": RoostError("node-running").to_body()})
         sys.exit(3)
     try:
+        if args.node_id:
+            check_node_id(args.node_id)
         conn, node_id = db.open_db(state_dir / "state.db", args.node_id)
         conn.close()
     except RoostError as err:
@@ -282,10 +349,11 @@ def main() -> None:
     try:
         network = network_endpoint(state_dir, args.listen) if args.listen else None
         keep = None if args.retain_events is None else retention.check_limit(args.retain_events)
+        hub = stored_hub(state_dir, args.hub, args.hub_key, forget=args.no_hub)
     except RoostError as err:
         announce({"error": err.to_body()})
         sys.exit(2)
-    daemon = Daemon(state_dir, node_id, token, network, keep)
+    daemon = Daemon(state_dir, node_id, token, network, keep, hub)
     run_until_stopped(daemon.serve)
     lock.release()
     sys.exit(2 if daemon.failed else 0)

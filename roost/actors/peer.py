@@ -56,11 +56,14 @@ class Peer:
         incarnation: str,
         meta: dict[str, Any] | None = None,
         heartbeat: float = HEARTBEAT_S,
+        sockopts: dict[int, Any] | None = None,
     ) -> None:
         self.address = address
         self.incarnation = incarnation
         self.meta = meta or {}
         self.handlers: dict[str, Handler] = {}
+        self.fallback: Handler | None = None  # serves the methods no handler names
+        self._sockopts = sockopts or {}  # e.g. CURVE keys for a link over the network
         self.on_notify: NotifyHandler | None = None
         self.on_registered: list[Callable[[], Awaitable[None]]] = []
         self.registered = asyncio.Event()
@@ -116,6 +119,8 @@ class Peer:
         sock.setsockopt(zmq.MAXMSGSIZE, p.HARD_FRAME_LIMIT)
         sock.setsockopt(zmq.RECONNECT_IVL, 100)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+        for option, value in self._sockopts.items():
+            sock.setsockopt(option, value)
         sock.connect(self._endpoint)
         self._sock = sock
         self._send(
@@ -204,7 +209,7 @@ class Peer:
     # -- serving -------------------------------------------------------------------------------
 
     async def _serve(self, header: p.Header, body: dict[str, Any]) -> None:
-        handler = self.handlers.get(header.method)
+        handler = self.handlers.get(header.method) or self.fallback
         try:
             if handler is None:
                 raise RoostError(
@@ -222,6 +227,9 @@ class Peer:
             self._send(p.reply_header(header, error=True), failure.to_body())
 
     def _send(self, header: p.Header, body: dict[str, Any]) -> None:
+        self._send_packed(header, p.pack(body))
+
+    def _send_packed(self, header: p.Header, payload: bytes) -> None:
         # Through the asyncio socket itself, never a synchronous shadow (that changes the socket's
         # edge-triggered state behind asyncio's back and stalls its receives). A blocking-mode
         # send goes out at once when it can; at the high-water mark pyzmq queues it, in order,
@@ -237,7 +245,7 @@ class Peer:
                 log.warning("send-queue-full", address=self.address, queued=self._queued)
             return
         try:
-            sent = sock.send_multipart([header.encode(), p.pack(body)])
+            sent = sock.send_multipart([header.encode(), payload])
         except zmq.ZMQError:
             return
         future = cast("asyncio.Future[Any]", sent)  # zmq.asyncio hands back an asyncio Future
@@ -314,3 +322,7 @@ class Peer:
 
     def publish(self, topic: str, body: dict[str, Any]) -> None:
         self._send(p.Header(kind=p.PUBLISH, extra={"topic": topic}), body)
+
+    def publish_packed(self, topic: str, payload: bytes) -> None:
+        """Publish a body that is already msgpack (relaying another broker's events)."""
+        self._send_packed(p.Header(kind=p.PUBLISH, extra={"topic": topic}), payload)

@@ -19,6 +19,7 @@ import zmq
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.broker.locate import read_node_info, read_token
+from roost.broker.policy import node_of
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,11 @@ class Client:
         self.router, self.events_endpoint = router, events
         self.timeout = timeout
         self.info: dict[str, Any] = {}
+        # Whom requests go to, and the prefix of its topics: the node, or through a hub a node
+        # ("<node-id>/node", topics under "<node-id>/") or the hub itself ("hub").
+        self.target = "node"
+        self.topic_prefix = ""
+        self._via = ""
         self._token = token
         self._ctx = ctx or zmq.Context.instance()
         self._sock: zmq.Socket[Any] = self._ctx.socket(zmq.DEALER)
@@ -79,6 +85,7 @@ class Client:
             },
             target="broker",
         )
+        self.target = self._via or str(self.info.get("target") or "node")
         events = self.info.get("events") or self.events_endpoint
         host = self.router.rsplit(":", 1)[0]
         if events.startswith(("tcp://0.0.0.0:", "tcp://*:")):  # bound to all: reach it our way
@@ -109,7 +116,7 @@ class Client:
         method: str,
         body: dict[str, Any] | None = None,
         *,
-        target: str = "node",
+        target: str = "",
         timeout: float | None = None,
         session: dict[str, Any] | None = None,
         grant: str = "",
@@ -121,7 +128,7 @@ class Client:
             kind=p.REQUEST,
             rid=rid,
             method=method,
-            target=target,
+            target=target or self.target,
             session=session,
             grant=grant,
             op=op,
@@ -143,8 +150,17 @@ class Client:
                 raise RoostError.from_body(body_out)
             return body_out
 
+    def via(self, target: str) -> None:
+        """Address ``target`` from now on: a node through a hub (``<node-id>/node``), whose
+        topics the hub publishes under ``<node-id>/``, or the hub itself."""
+        self.target = self._via = target
+        node_id = node_of(target)
+        self.topic_prefix = f"{node_id}/" if node_id else ""
+
     def subscribe(self, *prefixes: str) -> EventStream:
-        return EventStream(self._ctx, self.events_endpoint, prefixes or ("",), self.curve)
+        return EventStream(
+            self._ctx, self.events_endpoint, prefixes or ("",), self.curve, self.topic_prefix
+        )
 
 
 class EventStream:
@@ -156,13 +172,15 @@ class EventStream:
         endpoint: str,
         prefixes: tuple[str, ...],
         curve: Curve | None = None,
+        topic_prefix: str = "",
     ) -> None:
         self._sock: zmq.Socket[Any] = ctx.socket(zmq.SUB)
         self._sock.setsockopt(zmq.LINGER, 0)
         if curve is not None:
             curve.apply(self._sock)
+        self._strip = topic_prefix  # a hub's <node-id>/: topics read as the node names them
         for prefix in prefixes:
-            self._sock.setsockopt(zmq.SUBSCRIBE, prefix.encode())
+            self._sock.setsockopt(zmq.SUBSCRIBE, (topic_prefix + prefix).encode())
         self._sock.connect(endpoint)
 
     @property
@@ -176,7 +194,8 @@ class EventStream:
         frames = self._sock.recv_multipart()
         if len(frames) != 3:
             return None
-        return frames[0].decode(errors="replace"), p.unpack(frames[2], limit=p.HARD_FRAME_LIMIT)
+        topic = frames[0].decode(errors="replace").removeprefix(self._strip)
+        return topic, p.unpack(frames[2], limit=p.HARD_FRAME_LIMIT)
 
     def close(self) -> None:
         self._sock.close(0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import struct
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,9 +21,10 @@ from zmq.utils import z85
 
 from roost.broker.errors import RoostError
 from roost.broker.locate import private_dir
+from roost.broker.policy import NODE_ROLE, check_node_id
 from roost.broker.protocol import OBSERVER, OPERATOR
 
-ROLES = (OPERATOR, OBSERVER)
+ROLES = (OPERATOR, OBSERVER, NODE_ROLE)
 
 
 def keys_dir(state_dir: Path) -> Path:
@@ -36,8 +38,12 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def new_pair() -> tuple[str, str]:
-    public, secret = zmq.curve_keypair()
-    return public.decode(), secret.decode()
+    """A CURVE key pair whose public key does not begin with "-", so that it can be given on
+    a command line without being taken for an option (one z85 key in 85 would be)."""
+    while True:
+        public, secret = zmq.curve_keypair()
+        if not public.startswith(b"-"):
+            return public.decode(), secret.decode()
 
 
 def node_keys(state_dir: Path) -> tuple[str, str] | None:
@@ -85,7 +91,7 @@ def check_public(key: str) -> str:
         raise RoostError("bad-request", "a CURVE public key is 40 z85 characters", {"field": "key"})
     try:
         z85.decode(key.encode())
-    except (ValueError, KeyError):
+    except (ValueError, KeyError, struct.error, UnicodeEncodeError):
         raise RoostError("bad-request", "not a z85 key", {"field": "key"}) from None
     return key
 
@@ -93,6 +99,8 @@ def check_public(key: str) -> str:
 def allow(state_dir: Path, key: str, role: str, name: str) -> dict[str, Any]:
     if role not in ROLES:
         raise RoostError("bad-request", f"role must be one of {ROLES}", {"field": "role"})
+    if role == NODE_ROLE:  # on a hub, a node's key is allowed under its node id
+        check_node_id(name)
     table = allowed(state_dir)
     table[check_public(key)] = {"role": role, "name": name}
     _save(state_dir, table)
@@ -136,6 +144,11 @@ class AllowedKeys:
         connections already open (the file is read again only when it changed)."""
         entry = self._current().get(key)
         return str(entry["role"]) if entry else None
+
+    def name(self, key: str) -> str | None:
+        """The name the key was allowed under (for a node's key on a hub: its node id)."""
+        entry = self._current().get(key)
+        return str(entry.get("name") or "") or None if entry else None
 
     def _current(self) -> dict[str, dict[str, Any]]:
         try:

@@ -67,6 +67,9 @@ CLIENT_METHODS: dict[str, str] = {
     "session.release": "release a claim",
     "operation.lookup": "an operation id's outcome: accepted, terminal, interrupted or unknown",
     "events.since": "durable events after a sequence number",
+    "hub.status": "a hub's incarnation, pid, uptime and linked nodes (served by a hub)",
+    "hub.nodes": "the nodes linked to a hub now (served by a hub)",
+    "hub.shutdown": "stop the hub; nodes and their sessions run on (served by a hub)",
 }
 
 EVENT_KINDS: dict[str, str] = {
@@ -106,6 +109,8 @@ READ_METHODS = frozenset(
         "events.since",
         "operation.lookup",
         "session.turn.wait",
+        "hub.status",
+        "hub.nodes",
     }
 )
 

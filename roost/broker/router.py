@@ -13,7 +13,7 @@ import hmac
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -23,11 +23,11 @@ import zmq.asyncio
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.broker.keys import AllowedKeys
+from roost.broker.links import Links
+from roost.broker.policy import NODE_ROLE, Policy, node_of
 from roost.broker.registry import HEARTBEAT_S, PeerEntry, Registry, Seen
 
 log = structlog.get_logger("roost.broker")
-
-CLIENT_TARGETS = frozenset({"node", ""})
 
 
 @dataclass
@@ -48,6 +48,7 @@ class BrokerConfig:
     incarnation: str
     node_id: str = ""
     observer_token: str = ""  # a second token, for read-only clients (role observer)
+    policy: Policy = field(default_factory=Policy)
 
 
 class Broker:
@@ -75,6 +76,7 @@ class Broker:
         self.network: NetworkEndpoint | None = None
         self._key_now: str | None = None  # the CURVE public key of the message being handled
         self._warned = Seen()
+        self.links = Links()  # a hub's node links: what they may send, which replies they owe
         self.stats = {"routed": 0, "errors": 0, "published": 0}
 
     def drop(self, *prefixes: str) -> None:
@@ -186,6 +188,8 @@ class Broker:
             ghost = self.registry.ghost(routing_id)
             if ghost is not None:  # a late answer from an actor that stalled: still deliver it
                 header.sender = ghost
+                if self.config.policy.hub and node_of(ghost):  # a node's link, gone quiet
+                    self.links.check(ghost, header)
                 self._route_reply(header, body)
                 return
         if sender is None:
@@ -198,6 +202,8 @@ class Broker:
                 {"version": served} if served else {"supported": list(p.SUPPORTED_VERSIONS)},
             )
         header.sender = sender.address
+        if sender.meta.get("link"):
+            self.links.check(sender.address, header)
         if header.kind == p.PUBLISH and sender.actor:
             self._publish(header, body)
         elif header.kind in (p.REQUEST, p.NOTIFY):
@@ -208,21 +214,29 @@ class Broker:
             raise RoostError("bad-request", f"a {header.kind!r} message is not accepted here")
 
     def _route_request(self, sender: PeerEntry, header: p.Header, body: bytes) -> None:
-        if not sender.actor and header.target not in CLIENT_TARGETS:
-            raise RoostError("forbidden", "clients address the node; actors are internal")
+        policy = self.config.policy
+        header.extra.pop("r", None)  # the role is the broker's to say, never the sender's
+        if not sender.actor:
+            if not policy.client_may_address(header.target):
+                raise RoostError(
+                    "forbidden", f"clients address the {policy.default_target}; actors are internal"
+                )
+            header.extra["r"] = sender.meta.get("role", p.OPERATOR)
         if sender.meta.get("role") == p.OBSERVER and header.method not in p.READ_METHODS:
             raise RoostError(
                 "forbidden",
                 f"an observer may not call {header.method!r}",
                 {"method": header.method, "role": p.OBSERVER},
             )
-        target = header.target or "node"
+        target = header.target or policy.default_target
         entry = self.registry.lookup(target)
         if entry is None:
             raise RoostError(
                 "unreachable", f"no peer is registered as {target!r}", {"target": target}
             )
         sent = self._send(entry.routing_id, header, body, raw=True)
+        if sent and entry.meta.get("link") and header.kind == p.REQUEST:
+            self.links.sent(target, header)
         if sent is None:
             raise RoostError(
                 "unavailable", f"{target!r} is overloaded; retry shortly", {"target": target}
@@ -256,15 +270,20 @@ class Broker:
         return isinstance(offered, str) and hmac.compare_digest(offered.encode(), secret.encode())
 
     def _hello(self, routing_id: bytes, header: p.Header, body: dict[str, Any]) -> None:
-        if not self._token_ok(body.get("token"), self.config.actor_token):
-            raise RoostError("unauthorized", "hello refused")
         address, incarnation = body.get("address"), body.get("incarnation")
+        link = self._link_address()
+        if link is not None:  # a node's link on a hub: its key names the one address it may take
+            if address != link:
+                raise RoostError("forbidden", f"this key may register only as {link!r}")
+        elif not self._token_ok(body.get("token"), self.config.actor_token):
+            raise RoostError("unauthorized", "hello refused")
         if not isinstance(address, str) or not address or address.startswith("client/"):
             raise RoostError("bad-request", "field 'address' must name an actor address")
         if not isinstance(incarnation, str):
             raise RoostError("bad-request", "field 'incarnation' must be a string")
-        meta = body.get("meta") if isinstance(body.get("meta"), dict) else {}
-        entry = PeerEntry(address, routing_id, incarnation, self.registry.now(), meta or {})
+        meta = dict(body.get("meta") or {}) if isinstance(body.get("meta"), dict) else {}
+        meta["link"] = link is not None  # the broker's to say, like a client's role
+        entry = PeerEntry(address, routing_id, incarnation, self.registry.now(), meta)
         self.registry.register(entry)
         log.info("peer-up", address=address, incarnation=incarnation)
         self._send(
@@ -273,8 +292,14 @@ class Broker:
             {"incarnation": self.config.incarnation, "node_id": self.config.node_id},
         )
         self._notify_node(
-            {"event": "peer.up", "address": address, "incarnation": incarnation, "meta": meta or {}}
+            {"event": "peer.up", "address": address, "incarnation": incarnation, "meta": meta}
         )
+
+    def _link_address(self) -> str | None:
+        keys = self.network.keys if self.network is not None else None
+        if not self._key_now or keys is None:
+            return None
+        return self.config.policy.link_address(keys.role(self._key_now), keys.name(self._key_now))
 
     def _check_key(self, routing_id: bytes) -> None:
         """A CURVE connection whose key was revoked is refused from its next message on, and its
@@ -284,10 +309,10 @@ class Broker:
         role = self.network.keys.role(self._key_now)
         address = self.registry.address_of(routing_id)
         entry = self.registry.lookup(address) if address else None
-        if role is None:
-            if entry is not None and not entry.actor:
+        if role is None:  # a client, or a node's link on a hub: forgotten at once
+            if entry is not None:
                 self.registry.remove(entry.address)
-            raise RoostError("unauthorized", "this client's key is no longer allowed")
+            raise RoostError("unauthorized", "this key is no longer allowed")
         if entry is not None and not entry.actor:
             entry.meta["role"] = role
 
@@ -320,6 +345,8 @@ class Broker:
                 {"supported": list(p.SUPPORTED_VERSIONS)},
             )
         role = self._role_of(body.get("token"), routing_id)
+        if role == NODE_ROLE:
+            raise RoostError("unauthorized", "a node's key registers with hello, not initialize")
         known = self.registry.address_of(routing_id)
         conn_id = (
             known[len("client/") :]
@@ -345,6 +372,7 @@ class Broker:
                 "incarnation": self.config.incarnation,
                 "connection_id": conn_id,
                 "role": role,
+                "target": self.config.policy.default_target,
                 "events": self.events_endpoints[min(routing_id[0], len(self.events_endpoints) - 1)]
                 if self.events_endpoints
                 else "",

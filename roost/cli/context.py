@@ -15,6 +15,7 @@ import click
 from roost.broker.client import Client, Curve
 from roost.broker.errors import RoostError
 from roost.broker.locate import default_state_dir
+from roost.broker.policy import node_address
 from roost.cli.output import fail
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -52,11 +53,23 @@ class Ctx:
     op: str = ""
     grant: str = ""
     remote: Remote | None = None
+    node: str = ""  # through a hub: the node addressed (--node)
 
     def client(self) -> Client:
         if self.remote is not None:
-            return self.remote.client(self.timeout)
-        return Client.for_state_dir(self.state_dir, timeout=self.timeout)
+            client = self.remote.client(self.timeout)
+        else:
+            client = Client.for_state_dir(self.state_dir, timeout=self.timeout)
+        if self.node:
+            if client.target != "hub":
+                client.close()
+                raise RoostError(
+                    "bad-request",
+                    "--node names a node behind a hub; this is a node",
+                    {"field": "node"},
+                )
+            client.via(node_address(self.node))
+        return client
 
     def call(self, method: str, body: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
         """One request, carrying the command's operation id and claim grant, if any."""

@@ -58,7 +58,19 @@ def show(ctx: Ctx) -> None:
         console.print(f"  {key}  {entry['role']:<9} {entry.get('name') or ''}")
 
 
-@keys.command("allow")
+class KeyCommand(click.Command):
+    """A command whose argument may be a z85 key beginning with "-" (one in 85 does): such a
+    40-character argument is read as the key, not as a cluster of short options."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" not in args:
+            keys = [a for a in args if len(a) == 40 and a.startswith("-")]
+            if keys:
+                args = [a for a in args if a not in keys] + ["--", *keys]
+        return super().parse_args(ctx, args)
+
+
+@keys.command("allow", cls=KeyCommand)
 @click.argument("public")
 @click.option("--role", type=click.Choice(k.ROLES), default="operator")
 @click.option("--name", default="", help="a name to revoke it by")
@@ -69,7 +81,7 @@ def allow(ctx: Ctx, public: str, role: str, name: str) -> None:
     emit_json(doc) if ctx.json else console.print(f"allowed {public} as {role}")
 
 
-@keys.command("revoke")
+@keys.command("revoke", cls=KeyCommand)
 @click.argument("ref", metavar="KEY_OR_NAME")
 @command
 def revoke(ctx: Ctx, ref: str) -> None:

@@ -9,6 +9,7 @@ from roost.cli import control, sessions
 from roost.cli.attach import attach
 from roost.cli.context import Remote, make_ctx
 from roost.cli.events import events, workspace
+from roost.cli.hub import hub as hub_group
 from roost.cli.keys import keys
 from roost.cli.node import node
 
@@ -21,6 +22,8 @@ from roost.cli.node import node
 @click.option("--connect", envvar="ROOST_CONNECT", help="a node's tcp:// endpoint (not local)")
 @click.option("--server-key", envvar="ROOST_SERVER_KEY", help="the node's CURVE public key")
 @click.option("--key-file", envvar="ROOST_KEY_FILE", help="this client's key pair (keys new)")
+@click.option("--hub", envvar="ROOST_HUB", help="a hub's tcp:// endpoint (like --connect)")
+@click.option("--node", "node_id", envvar="ROOST_NODE", help="through a hub: the node to address")
 @click.pass_context
 def cli(
     ctx: click.Context,
@@ -30,10 +33,14 @@ def cli(
     connect: str | None,
     server_key: str | None,
     key_file: str | None,
+    hub: str | None,
+    node_id: str | None,
 ) -> None:
     """roost: durable, supervised sessions for AI coding-agent CLIs."""
     ctx.obj = make_ctx(state_dir, as_json, timeout)
-    ctx.obj.remote = Remote(connect, server_key, key_file) if connect else None
+    endpoint = hub or connect
+    ctx.obj.remote = Remote(endpoint, server_key, key_file) if endpoint else None
+    ctx.obj.node = node_id or ""
 
 
 cli.add_command(node)
@@ -41,6 +48,7 @@ cli.add_command(events)
 cli.add_command(workspace)
 cli.add_command(keys)
 cli.add_command(attach)
+cli.add_command(hub_group)
 for cmd in (*sessions.COMMANDS, *control.COMMANDS):
     cli.add_command(cmd)
 

@@ -16,6 +16,7 @@ import click
 from roost.actors.retention import check_limit
 from roost.broker.errors import RoostError
 from roost.broker.locate import private_dir, read_node_info
+from roost.broker.policy import check_node_id
 from roost.cli.context import Ctx, command
 from roost.cli.output import console, emit_json
 
@@ -78,33 +79,9 @@ def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
         raise RoostError("internal", "the node exited during startup; see its log") from None
 
 
-@node.command("up")
-@click.option("--node-id", help="name this node (only on first start; stored afterwards)")
-@click.option("--listen", help="also serve clients on tcp://ADDRESS:PORT (CURVE unless loopback)")
-@click.option(
-    "--retain-events",
-    metavar="N",
-    help="keep the newest N events (default 1,000,000, at least 1,000; stored for later starts)",
-)
-@command
-def up(ctx: Ctx, node_id: str | None, listen: str | None, retain_events: str | None) -> None:
-    """Start the node in the background; returns once it serves."""
-    keep = None if retain_events is None else check_limit(retain_events)
-    running = _running_status(ctx)
-    if running is not None:
-        _check_running(running, node_id, keep)
-        _print_status(ctx, {**running, "already_running": True})
-        return
-    state_dir = private_dir(ctx.state_dir)
-    logs = private_dir(state_dir / "logs")
-    argv = [sys.executable, "-m", "roost.actors.daemon", "--state-dir", str(state_dir)]
-    if node_id:
-        argv += ["--node-id", node_id]
-    if listen:
-        argv += ["--listen", listen]
-    if keep is not None:
-        argv += ["--retain-events", str(keep)]
-    with open(logs / "daemon.stderr", "ab") as err:
+def launch_detached(argv: list[str], logs: Path, name: str) -> dict[str, Any]:
+    """Start a daemon in its own session and read the one line it announces (ready or error)."""
+    with open(logs / f"{name}.stderr", "ab") as err:
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -120,6 +97,57 @@ def up(ctx: Ctx, node_id: str | None, listen: str | None, retain_events: str | N
         proc.stdout.close()
     if "error" in line:
         raise RoostError.from_body(line["error"])
+    return line
+
+
+@node.command("up")
+@click.option("--node-id", help="name this node (only on first start; stored afterwards)")
+@click.option("--listen", help="also serve clients on tcp://ADDRESS:PORT (CURVE unless loopback)")
+@click.option(
+    "--retain-events",
+    metavar="N",
+    help="keep the newest N events (default 1,000,000, at least 1,000; stored for later starts)",
+)
+@click.option("--hub", "hub_ep", help="dial out to a hub at tcp://ADDRESS:PORT (CURVE)")
+@click.option("--hub-key", help="the hub's CURVE public key (roost keys show, on the hub)")
+@click.option("--no-hub", is_flag=True, help="forget the hub this node linked to before")
+@command
+def up(
+    ctx: Ctx,
+    node_id: str | None,
+    listen: str | None,
+    retain_events: str | None,
+    hub_ep: str | None,
+    hub_key: str | None,
+    no_hub: bool,
+) -> None:
+    """Start the node in the background; returns once it serves. --node-id, --retain-events
+    and --hub are stored: a later plain `node up` keeps them."""
+    if node_id:
+        check_node_id(node_id)
+    if hub_ep and no_hub:
+        raise RoostError("bad-request", "--hub and --no-hub together", {"field": "hub"})
+    keep = None if retain_events is None else check_limit(retain_events)
+    running = _running_status(ctx)
+    if running is not None:
+        _check_running(running, node_id, keep)
+        _check_hub(running, hub_ep, hub_key, no_hub)
+        _print_status(ctx, {**running, "already_running": True})
+        return
+    state_dir = private_dir(ctx.state_dir)
+    logs = private_dir(state_dir / "logs")
+    argv = [sys.executable, "-m", "roost.actors.daemon", "--state-dir", str(state_dir)]
+    if node_id:
+        argv += ["--node-id", node_id]
+    if listen:
+        argv += ["--listen", listen]
+    if keep is not None:
+        argv += ["--retain-events", str(keep)]
+    if hub_ep:
+        argv += [f"--hub={hub_ep}", f"--hub-key={hub_key or ''}"]  # a z85 key may start with -
+    if no_hub:
+        argv += ["--no-hub"]
+    line = launch_detached(argv, logs, "daemon")
     _print_status(ctx, {**line["ready"], "already_running": False})
 
 
@@ -135,6 +163,20 @@ def _check_running(running: dict[str, Any], node_id: str | None, keep: int | Non
             "node-running",
             f"the node serves with --retain-events {current}; stop it to change the limit",
             {"retain_events": current},
+        )
+
+
+def _check_hub(
+    running: dict[str, Any], hub_ep: str | None, hub_key: str | None, no_hub: bool
+) -> None:
+    """``node up --hub``/``--no-hub`` of a running node: only what it already does."""
+    linked = (running.get("endpoints") or {}).get("hub") or {}
+    other = hub_ep and (hub_ep, hub_key) != (linked.get("endpoint"), linked.get("server_key"))
+    if other or (no_hub and linked):
+        raise RoostError(
+            "node-running",
+            "the node serves with another hub link; stop it to change the link",
+            {"hub": linked.get("endpoint")},
         )
 
 

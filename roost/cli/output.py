@@ -13,7 +13,8 @@ from rich.table import Table
 
 from roost.broker.errors import RoostError
 
-console = Console(highlight=False, soft_wrap=True)
+# No markup: what is printed is data (keys hold "[" and "]", screens hold anything).
+console = Console(highlight=False, soft_wrap=True, markup=False)
 
 
 def _default(value: Any) -> Any:
@@ -36,12 +37,17 @@ def fail(err: RoostError, as_json: bool) -> None:
 
 
 def records_table(records: Iterable[dict[str, Any]]) -> Table:
+    """One row a record; through a hub, led by the node that holds it."""
+    records = list(records)
+    nodes = any("node" in rec for rec in records)
     table = Table(box=None, pad_edge=False)
-    for col in ("ID", "NAME", "PROVIDER", "MODE", "STATE", "GEN", "PROVIDER SESSION"):
+    columns = ("ID", "NAME", "PROVIDER", "MODE", "STATE", "GEN", "PROVIDER SESSION")
+    for col in ("NODE", *columns) if nodes else columns:
         table.add_column(col)
     for rec in records:
         state = rec["state"] + (f" ({rec['attention']})" if rec.get("attention") else "")
         table.add_row(
+            *([rec.get("node") or "-"] if nodes else []),
             rec["id"],
             rec.get("name") or "-",
             rec["provider"],

@@ -90,10 +90,13 @@ def ls(ctx: Ctx) -> None:
     doc = ctx.call("session.list")
     if ctx.json:
         emit_json(doc)
-    elif not doc["records"]:
+        return
+    if not doc["records"]:
         console.print("no records")
     else:
         console.print(records_table(doc["records"]))
+    for node, code in sorted((doc.get("unanswered") or {}).items()):  # through a hub
+        click.echo(f"node {node} did not answer: {code}", err=True)
 
 
 @click.command()

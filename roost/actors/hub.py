@@ -1,0 +1,229 @@
+"""The hub (DESIGN.md section 9): one per lab; nodes dial out to it and clients talk to it.
+
+A hub is a broker with the hub policy (clients address ``hub`` or ``<node-id>/node``; a node's
+link registers as ``<node-id>/node`` with its CURVE key) plus the hub actor, which answers for
+the lab as a whole: ``hub.status``, ``hub.nodes`` (the nodes linked now) and ``session.list``
+across every node. Events reach hub clients on the hub's PUB socket under ``<node-id>/``. The hub
+holds no durable state: its directory keeps its key pair, the authorised keys, a token for local
+use and its log. Its network endpoint always needs CURVE, loopback included, because nodes
+authenticate by key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import structlog
+import zmq.asyncio
+from zmq.auth.asyncio import AsyncioAuthenticator
+
+from roost.actors.daemon import announce
+from roost.actors.lock import StateLock
+from roost.actors.peer import Peer
+from roost.actors.process import run_until, run_until_stopped, setup_logging
+from roost.broker import protocol as p
+from roost.broker.errors import RoostError
+from roost.broker.keys import AllowedKeys, allowed, node_keys
+from roost.broker.locate import (
+    ACTOR_TOKEN_FILE,
+    OBSERVER_TOKEN_FILE,
+    NodeInfo,
+    clear_node_info,
+    load_or_create_secret,
+    load_or_create_token,
+    private_dir,
+    runtime_dir,
+    write_node_info,
+)
+from roost.broker.policy import HUB, Policy, node_address, node_of
+from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
+
+log = structlog.get_logger("roost.hub")
+
+FAN_OUT_TIMEOUT = 10.0
+
+
+class HubActor:
+    """Answers for the whole lab; anything about one node is for that node (``<node-id>/node``)."""
+
+    def __init__(self, peer: Peer, broker: Broker, stop: asyncio.Event) -> None:
+        self.peer, self.broker, self._stop = peer, broker, stop
+        self.started = time.time()
+        peer.handlers.update(
+            {
+                "hub.status": self.status,
+                "hub.nodes": self.nodes,
+                "hub.shutdown": self.shutdown,
+                "session.list": self.session_list,
+            }
+        )
+        peer.fallback = self.elsewhere
+
+    def linked(self) -> list[dict[str, Any]]:
+        now = self.broker.registry.now()
+        return [
+            {
+                "node_id": node_of(e.address),
+                "incarnation": e.incarnation,
+                "last_seen_s": round(now - e.last_seen, 3),
+            }
+            for e in sorted(self.broker.registry.actors(), key=lambda e: e.address)
+            if node_of(e.address)
+        ]
+
+    async def status(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "hub": True,
+            "incarnation": self.broker.config.incarnation,
+            "pid": os.getpid(),
+            "started": self.started,
+            "uptime_s": time.time() - self.started,
+            "endpoints": {"events": self.broker.events_endpoints},
+            "nodes": self.linked(),
+            "broker": dict(self.broker.stats),
+        }
+
+    async def nodes(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return {"nodes": self.linked()}
+
+    async def shutdown(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        asyncio.get_running_loop().call_later(0.05, self._stop.set)
+        return {"stopping": True}
+
+    async def session_list(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """Every linked node's records, each marked with its ``node``; a node that does not
+        answer is named in ``unanswered`` with its error code, and the others still count."""
+        ids = [n["node_id"] for n in self.linked()]
+        replies = await asyncio.gather(
+            *(
+                self.peer.call(node_address(i), "session.list", timeout=FAN_OUT_TIMEOUT)
+                for i in ids
+            ),
+            return_exceptions=True,
+        )
+        records: list[dict[str, Any]] = []
+        unanswered: dict[str, str] = {}
+        for node_id, reply in zip(ids, replies, strict=True):
+            if isinstance(reply, RoostError):
+                unanswered[node_id] = reply.code
+            elif isinstance(reply, BaseException):
+                unanswered[node_id] = "internal"
+            else:
+                records += [{**r, "node": node_id} for r in reply.get("records", [])]
+        return {"records": records, "unanswered": unanswered}
+
+    async def elsewhere(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        if h.method not in p.CLIENT_METHODS:
+            raise RoostError("unknown-method", f"no node serves {h.method!r}", {"method": h.method})
+        raise RoostError(
+            "bad-request",
+            f"{h.method} is a node's: address <node-id>/node (the CLI: --node NODE)",
+            {"field": "node", "method": h.method},
+        )
+
+
+def hub_network(state_dir: Path, endpoint: str) -> NetworkEndpoint:
+    """The hub's TCP endpoint: always CURVE, with its key pair and authorised keys."""
+    if not endpoint.startswith("tcp://") or ":" not in endpoint[6:]:
+        raise RoostError("bad-request", "--listen takes tcp://ADDRESS:PORT", {"field": "listen"})
+    pair = node_keys(state_dir)
+    if pair is None or not allowed(state_dir):
+        raise RoostError(
+            "insecure-listen",
+            "a hub needs CURVE: run `roost keys new`, then `roost keys allow` for each node "
+            "(--role node --name <node id>) and client",
+        )
+    return NetworkEndpoint(endpoint, curve_secret=pair[1], keys=AllowedKeys(state_dir))
+
+
+async def serve(state_dir: Path, network: NetworkEndpoint, stop: asyncio.Event) -> None:
+    ctx = zmq.asyncio.Context()
+    runtime = runtime_dir(state_dir)
+    router_ep, events_ep = f"ipc://{runtime}/router", f"ipc://{runtime}/events"
+    for sock in ("router", "events"):
+        with contextlib.suppress(FileNotFoundError):
+            (runtime / sock).unlink()  # left by a crashed hub; we hold the lock
+    actor_token = load_or_create_secret(state_dir / ACTOR_TOKEN_FILE)
+    incarnation = uuid.uuid4().hex[:12]
+    broker = Broker(
+        ctx,
+        BrokerConfig(
+            router_endpoints=[router_ep, "inproc://hub"],
+            pub_endpoints=[events_ep],  # local clients (by the hub's directory) subscribe here
+            token=load_or_create_token(state_dir),
+            actor_token=actor_token,
+            observer_token=load_or_create_secret(state_dir / OBSERVER_TOKEN_FILE),
+            incarnation=incarnation,
+            node_id=HUB,
+            policy=Policy(hub=True),
+        ),
+    )
+    broker.bind()
+    zap = AsyncioAuthenticator(ctx)
+    zap.start()
+    assert network.keys is not None
+    zap.configure_curve_callback("roost", credentials_provider=network.keys)
+    broker.listen(network)
+    for sock in ("router", "events"):
+        with contextlib.suppress(OSError):
+            os.chmod(runtime / sock, 0o600)
+    peer = Peer(ctx, "inproc://hub", HUB, actor_token, incarnation=incarnation)
+    HubActor(peer, broker, stop)
+    events = broker.events_endpoints[-1]  # the network one
+    write_node_info(state_dir, NodeInfo(HUB, incarnation, os.getpid(), router_ep, events_ep))
+    pair = node_keys(state_dir)
+    announce(
+        {
+            "hub": True,
+            "pid": os.getpid(),
+            "incarnation": incarnation,
+            "endpoints": {"router": network.endpoint, "events": events},
+            "server_key": pair[0] if pair else None,
+        }
+    )
+    log.info("hub-serving", endpoint=network.endpoint, incarnation=incarnation)
+    try:
+        await run_until(stop, broker.run(), peer.run())
+    finally:
+        clear_node_info(state_dir, os.getpid())
+        zap.stop()
+        broker.close()
+        ctx.destroy(0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="roost-hub")
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--listen", required=True)
+    args = parser.parse_args()
+    state_dir = private_dir(Path(args.state_dir))
+    setup_logging(private_dir(state_dir / "logs") / "hub.log", "hub")
+    lock = StateLock(state_dir / "node.lock")  # a directory serves one node or one hub
+    if not lock.acquire():
+        announce({"error": RoostError("node-running", "a hub or node serves this dir").to_body()})
+        sys.exit(3)
+    try:
+        if (state_dir / "state.db").exists():
+            raise RoostError(
+                "bad-request",
+                "this directory holds a node's state; give the hub a --state-dir of its own",
+                {"field": "state-dir"},
+            )
+        network = hub_network(state_dir, args.listen)
+    except RoostError as err:
+        announce({"error": err.to_body()})
+        sys.exit(2)
+    run_until_stopped(lambda stop: serve(state_dir, network, stop))
+    lock.release()
+
+
+if __name__ == "__main__":
+    main()
