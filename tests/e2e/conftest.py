@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -152,6 +153,21 @@ def node(tmp_path: Path) -> Iterator[Node]:
         yield n
     finally:
         n.kill_all()
+
+
+def free_port() -> int:
+    """A loopback TCP port free now (no fixed ports in tests)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def client_keys(node: Node, path: Path, role: str, name: str) -> dict[str, str]:
+    """A client key pair in ``path``, allowed on ``node`` (a node or a hub) with ``role``."""
+    node.run("keys", "new", "--client", str(path))
+    pair: dict[str, str] = json.loads(path.read_text())
+    node.run("keys", "allow", "--role", role, "--name", name, "--", pair["public"])
+    return pair
 
 
 @pytest.fixture

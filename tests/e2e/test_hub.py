@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,22 +26,9 @@ from roost.broker import protocol as p
 from roost.broker.client import Client, Curve
 from roost.broker.errors import RoostError
 from roost.broker.keys import node_keys
-from tests.e2e.conftest import MARK, Node, wait_for
+from tests.e2e.conftest import MARK, Node, client_keys, free_port, wait_for
 
 NODES = ("lab-a", "lab-b")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _client_keys(hub: Node, path: Path, role: str, name: str) -> dict[str, str]:
-    hub.run("keys", "new", "--client", str(path))
-    pair: dict[str, str] = json.loads(path.read_text())
-    hub.run("keys", "allow", "--role", role, "--name", name, "--", pair["public"])
-    return pair
 
 
 @dataclass
@@ -116,8 +102,8 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
             public = n.run("keys", "new")["public"]
             hub.run("keys", "allow", "--role", "node", "--name", name, "--", public)
         me = tmp_path / "me.json"
-        _client_keys(hub, me, "operator", "me")
-        lab = Lab(hub, nodes, f"tcp://127.0.0.1:{_free_port()}", hub_key, me)
+        client_keys(hub, me, "operator", "me")
+        lab = Lab(hub, nodes, f"tcp://127.0.0.1:{free_port()}", hub_key, me)
         started = lab.up_hub()
         assert started["hub"] is True and started["server_key"] == hub_key
         assert started["endpoints"]["router"] == lab.endpoint
@@ -129,15 +115,8 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
         hub.kill_all()
 
 
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    return path
-
-
-def _spawn(lab: Lab, node: str, name: str, work: Path) -> str:
-    rid: str = lab.run("spawn", "echo", "--name", name, "--cwd", str(work), node=node)["record"][
+def _spawn(lab: Lab, node: str, name: str, project: Path) -> str:
+    rid: str = lab.run("spawn", "echo", "--name", name, "--cwd", str(project), node=node)["record"][
         "id"
     ]
     return rid
@@ -156,7 +135,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_a_lab_of_two_nodes_is_driven_through_the_hub(lab: Lab, work: Path) -> None:
+def test_a_lab_of_two_nodes_is_driven_through_the_hub(lab: Lab, project: Path) -> None:
     linked = lab.linked()
     for name, n in lab.nodes.items():
         status = n.run("node", "status")
@@ -169,8 +148,8 @@ def test_a_lab_of_two_nodes_is_driven_through_the_hub(lab: Lab, work: Path) -> N
     status = lab.run("hub", "status")
     assert status["hub"] is True and [n["node_id"] for n in status["nodes"]] == list(NODES)
 
-    alpha = _spawn(lab, "lab-a", "alpha", work)
-    beta = _spawn(lab, "lab-b", "beta", work)
+    alpha = _spawn(lab, "lab-a", "alpha", project)
+    beta = _spawn(lab, "lab-b", "beta", project)
     lab.run("prompt", "alpha", "hello lab", node="lab-a")
     lab.wait_screen("lab-a", "alpha", "echo: hello lab")
     assert "echo: hello lab" not in lab.screen("lab-b", "beta")  # each node its own session
@@ -194,9 +173,9 @@ def test_a_lab_of_two_nodes_is_driven_through_the_hub(lab: Lab, work: Path) -> N
     assert lab.nodes["lab-a"].record("alpha")["state"] == "live"  # the nodes run on
 
 
-def test_events_are_relayed_through_the_hub(lab: Lab, work: Path) -> None:
-    alpha = _spawn(lab, "lab-a", "alpha", work)
-    beta = _spawn(lab, "lab-b", "beta", work)
+def test_events_are_relayed_through_the_hub(lab: Lab, project: Path) -> None:
+    alpha = _spawn(lab, "lab-a", "alpha", project)
+    beta = _spawn(lab, "lab-b", "beta", project)
     with lab.client() as c:
         info = c.initialize()
         assert info["target"] == "hub" and info["role"] == "operator"
@@ -256,8 +235,8 @@ def test_events_are_relayed_through_the_hub(lab: Lab, work: Path) -> None:
     assert topic.startswith(f"lab-b/e/{beta}/") and event["record"] == beta
 
 
-def test_a_dead_hub_leaves_the_sessions_alone_and_nodes_link_again(lab: Lab, work: Path) -> None:
-    alpha = _spawn(lab, "lab-a", "alpha", work)
+def test_a_dead_hub_leaves_the_sessions_alone_and_nodes_link_again(lab: Lab, project: Path) -> None:
+    alpha = _spawn(lab, "lab-a", "alpha", project)
     before = {name: n["incarnation"] for name, n in lab.linked().items()}
     hub_before = lab.run("hub", "status")["incarnation"]
     pid = _hub_pid(lab)
@@ -300,10 +279,10 @@ def _hello(lab: Lab, pair: dict[str, str], address: str) -> tuple[p.Header, dict
         sock.close(0)
 
 
-def test_the_hub_refuses_what_a_caller_may_not_do(lab: Lab, work: Path, tmp_path: Path) -> None:
-    alpha = _spawn(lab, "lab-a", "alpha", work)
+def test_the_hub_refuses_what_a_caller_may_not_do(lab: Lab, project: Path, tmp_path: Path) -> None:
+    alpha = _spawn(lab, "lab-a", "alpha", project)
     watcher = tmp_path / "watch.json"
-    _client_keys(lab.hub, watcher, "observer", "watch")
+    client_keys(lab.hub, watcher, "observer", "watch")
     forbidden = lab.error("stop", "alpha", node="lab-a", key=watcher)
     assert forbidden["code"] == "forbidden"
     assert [r["id"] for r in lab.run("ls", key=watcher)["records"]] == [alpha]
@@ -333,9 +312,9 @@ def test_the_hub_refuses_what_a_caller_may_not_do(lab: Lab, work: Path, tmp_path
     assert lab.nodes["lab-a"].record("alpha")["state"] == "live"  # nothing was touched
 
 
-def test_a_revoked_node_key_drops_that_node_only(lab: Lab, work: Path) -> None:
-    alpha = _spawn(lab, "lab-a", "alpha", work)
-    beta = _spawn(lab, "lab-b", "beta", work)
+def test_a_revoked_node_key_drops_that_node_only(lab: Lab, project: Path) -> None:
+    alpha = _spawn(lab, "lab-a", "alpha", project)
+    beta = _spawn(lab, "lab-b", "beta", project)
     lab.hub.run("keys", "revoke", "lab-b")
     lab.wait_linked({"lab-a"})
     assert lab.error("show", "beta", node="lab-b")["code"] == "unreachable"
@@ -360,7 +339,7 @@ def test_a_revoked_node_key_drops_that_node_only(lab: Lab, work: Path) -> None:
 def test_a_hub_or_a_link_without_keys_does_not_start(tmp_path: Path) -> None:
     hub, node = Node(tmp_path / "hub"), Node(tmp_path / "lab-a")
     node.mark, node.env[MARK] = hub.mark, hub.mark
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     try:
         assert hub.error("hub", "up", "--listen", endpoint)["code"] == "insecure-listen"
         hub_key = hub.run("keys", "new")["public"]  # a key pair, but no key allowed yet
@@ -393,7 +372,7 @@ def _dash_key() -> str:
 
 def test_a_hub_key_may_begin_with_a_dash(node: Node) -> None:
     node.run("keys", "new")
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"  # no hub there: the node starts all the same
+    endpoint = f"tcp://127.0.0.1:{free_port()}"  # no hub there: the node starts all the same
     key = _dash_key()
     status = node.up("--node-id", "lab-a", "--hub", endpoint, "--hub-key", key)
     assert status["endpoints"]["hub"] == {"endpoint": endpoint, "server_key": key, "linked": False}
@@ -485,8 +464,8 @@ def test_the_hub_link_is_kept_for_later_starts_and_can_be_forgotten(lab: Lab) ->
     assert "hub" not in a.up()["endpoints"]  # forgotten for good
 
 
-def test_the_hub_serves_its_own_directory_with_live_events(lab: Lab, work: Path) -> None:
-    alpha = _spawn(lab, "lab-a", "alpha", work)
+def test_the_hub_serves_its_own_directory_with_live_events(lab: Lab, project: Path) -> None:
+    alpha = _spawn(lab, "lab-a", "alpha", project)
     with lab.hub.client() as local:  # by the hub's directory and token: no CURVE keys
         assert local.target == "hub"
         local.via("lab-a/node")
@@ -512,7 +491,7 @@ def test_a_hub_refuses_a_nodes_directory(node: Node) -> None:
     node.run("node", "stop")
     node.run("keys", "new")
     node.run("keys", "allow", "--role", "node", "--name", "x", "--", _dash_key())
-    refused = node.error("hub", "up", "--listen", f"tcp://127.0.0.1:{_free_port()}")
+    refused = node.error("hub", "up", "--listen", f"tcp://127.0.0.1:{free_port()}")
     assert refused["code"] == "bad-request" and refused["detail"]["field"] == "state-dir"
 
 

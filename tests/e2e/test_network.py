@@ -6,8 +6,6 @@ leaves the machine. Ports are chosen free at run time.
 
 from __future__ import annotations
 
-import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -15,20 +13,7 @@ import zmq
 
 from roost.broker.client import Client, Curve
 from roost.broker.errors import RoostError
-from tests.e2e.conftest import Node, wait_for
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _client_keys(node: Node, path: Path, role: str, name: str) -> dict[str, str]:
-    node.run("keys", "new", "--client", str(path))
-    pair: dict[str, str] = json.loads(path.read_text())
-    node.run("keys", "allow", pair["public"], "--role", role, "--name", name)
-    return pair
+from tests.e2e.conftest import Node, client_keys, free_port, wait_for
 
 
 def _connect(port: int, server: str, pair: dict[str, str] | None, token: str = "") -> Client:
@@ -37,14 +22,14 @@ def _connect(port: int, server: str, pair: dict[str, str] | None, token: str = "
 
 
 def test_a_network_endpoint_needs_curve_and_honours_roles(node: Node, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     assert node.error("node", "up", "--listen", f"tcp://0.0.0.0:{port}")["code"] == (
         "insecure-listen"
     )
     assert not (node.state_dir / "node.json").exists()  # refused: nothing started
     server = node.run("keys", "new")["public"]
-    operator = _client_keys(node, tmp_path / "op.json", "operator", "ops")
-    observer = _client_keys(node, tmp_path / "ob.json", "observer", "watch")
+    operator = client_keys(node, tmp_path / "op.json", "operator", "ops")
+    observer = client_keys(node, tmp_path / "ob.json", "observer", "watch")
     status = node.up("--listen", f"tcp://0.0.0.0:{port}")
     assert status["endpoints"]["network"]["curve"] and (
         status["endpoints"]["network"]["server_key"] == server
