@@ -1,8 +1,10 @@
 """Claims: a client's exclusive control of a session, by grant with a lease.
 
 While a live grant exists for a record, mutating requests must carry it (else ``not-claimed``);
-a taken-over or lapsed grant is fenced (``stale-grant``). Reading never needs a claim. Pure logic
-with an injected clock; grants live in the node's memory, so a node restart releases them all.
+a taken-over or lapsed grant is fenced (``stale-grant``). Reading never needs a claim. The node
+itself can be claimed the same way (``NODE``, the controller lease of DESIGN.md section 6): then
+node-wide mutations (spawning, workspaces, shutdown) need that grant. Pure logic with an injected
+clock; grants live in the node's memory, so a node restart releases them all.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from roost.broker.errors import RoostError
 
+NODE = "node"  # the key of the node-wide controller lease (no record id looks like it)
 DEFAULT_LEASE_MS = 30_000
 MAX_LEASE_MS = 24 * 3600 * 1000
 RETIRED_KEPT = 10_000
@@ -30,21 +33,21 @@ class Grant:
 
     def public(self, now: float) -> dict[str, Any]:
         """What another client may see: who holds it and for how long, never the grant id."""
+        node = self.record_id == NODE
         return {
-            "record": self.record_id,
+            "scope": NODE if node else "record",
+            "record": None if node else self.record_id,
             "generation": self.generation,
             "holder": self.holder,
             "expires_in_ms": max(0, int((self.expires - now) * 1000)),
         }
 
     def to_wire(self, now: float) -> dict[str, Any]:
-        return {
-            "grant": self.grant_id,
-            "record": self.record_id,
-            "generation": self.generation,
-            "holder": self.holder,
-            "expires_in_ms": max(0, int((self.expires - now) * 1000)),
-        }
+        return {"grant": self.grant_id, **self.public(now)}
+
+
+def _what(key: str) -> str:
+    return "the node" if key == NODE else f"record {key}"
 
 
 class Claims:
@@ -87,7 +90,7 @@ class Claims:
             if not take_over:
                 raise RoostError(
                     "not-claimed",
-                    f"record {record_id} is claimed by another client",
+                    f"{_what(record_id)} is claimed by another client",
                     current.public(self._clock()),
                 )
             self._retire(current, "taken over")
@@ -112,7 +115,7 @@ class Claims:
         if current is not None:
             raise RoostError(
                 "not-claimed",
-                f"record {record_id} is claimed by another client",
+                f"{_what(record_id)} is claimed by another client",
                 current.public(self._clock()),
             )
 

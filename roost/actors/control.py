@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from roost.actors.claims import DEFAULT_LEASE_MS, Claims
+from roost.actors.claims import DEFAULT_LEASE_MS, NODE, Claims
 from roost.actors.peer import Handler, Peer
 from roost.actors.sessions import Sessions
 from roost.broker import fields as f
@@ -27,6 +27,8 @@ COMMITTED_BY_SUPERVISOR = frozenset(
     {"session.prompt", "session.input", "session.key", "session.turn"}
 )
 TURN_POLL_S = 0.1
+# Node-wide mutations: while another client holds the node's controller lease they need its grant.
+NODE_WIDE = frozenset({"session.spawn", "workspace.add", "node.shutdown"})
 
 log = structlog.get_logger("roost.control")
 
@@ -54,6 +56,8 @@ class Control:
         return {
             "session.claim": self.claim,
             "session.release": self.release,
+            "node.claim": self.node_claim,
+            "node.release": self.node_release,
             "operation.lookup": self.lookup,
             "session.turn.wait": self.turn_wait,
         }
@@ -77,7 +81,9 @@ class Control:
     async def _mutate(self, handler: Handler, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record_id = None
         ref = body.get("id")
-        if h.method != "session.spawn" and isinstance(ref, str) and ref:
+        if h.method in NODE_WIDE:
+            self.claims.check(NODE, h.grant)
+        elif isinstance(ref, str) and ref:
             record, _ = await self.sessions.find(ref)
             record_id = record.id
             self.claims.check(record.id, h.grant)
@@ -139,6 +145,32 @@ class Control:
         record, _ = await self.sessions.find(f.req_str(body, "id"))
         self.claims.release(record.id, f.req_str(body, "grant", max_len=64))
         return {"released": True, "record": record.id}
+
+    def node_wide(self, handler: Handler) -> Handler:
+        """A node-wide mutation that is not a session's: refused while another client holds
+        the node's controller lease (``node.claim``) and this request does not carry its grant."""
+
+        async def guarded(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+            self.claims.check(NODE, h.grant)
+            return await handler(h, body)
+
+        return guarded
+
+    async def node_claim(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        lease = f.opt_int(body, "lease_ms", lo=100, hi=24 * 3600 * 1000) or DEFAULT_LEASE_MS
+        self.claims.claim(
+            NODE,
+            0,
+            h.sender,
+            lease_ms=lease,
+            take_over=f.opt_bool(body, "take_over"),
+            renew=f.opt_str(body, "renew", max_len=64) or "",
+        )
+        return {"claim": self.claims.get(NODE)}
+
+    async def node_release(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        self.claims.release(NODE, f.req_str(body, "grant", max_len=64))
+        return {"released": True}
 
     async def lookup(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         op_id = f.req_str(body, "op", max_len=128)

@@ -81,6 +81,8 @@ class NodeActor:
         self.control = Control(peer, sessions)
         for method in MUTATING:
             handlers[method] = self.control.mutating(handlers[method])
+        for method in ("workspace.add", "node.shutdown"):  # node-wide, and no operation of theirs
+            handlers[method] = self.control.node_wide(handlers[method])
         handlers.update(self.control.handlers())
         peer.handlers.update(handlers)
 

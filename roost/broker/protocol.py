@@ -65,6 +65,8 @@ CLIENT_METHODS: dict[str, str] = {
     "session.turn.wait": "wait for a turn (default the latest) to end",
     "session.claim": "claim a session for control; returns a grant with a lease",
     "session.release": "release a claim",
+    "node.claim": "take the node's controller lease: node-wide mutations then need its grant",
+    "node.release": "release the node's controller lease",
     "operation.lookup": "an operation id's outcome: accepted, terminal, interrupted or unknown",
     "events.since": "durable events after a sequence number",
     "hub.status": "a hub's incarnation, pid, uptime and linked nodes (served by a hub)",

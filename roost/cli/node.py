@@ -218,5 +218,29 @@ def status(ctx: Ctx) -> None:
     _print_status(ctx, ctx.call("node.status"))
 
 
+@node.command("claim")
+@click.option("--lease-ms", type=int, default=30_000, help="lease length; renew before it lapses")
+@click.option("--take-over", is_flag=True, help="fence the current holder's grant")
+@click.option("--renew", default="", help="renew this grant instead of claiming anew")
+@command
+def claim(ctx: Ctx, lease_ms: int, take_over: bool, renew: str) -> None:
+    """Take the node's controller lease: while it lasts, others may not spawn, add workspaces
+    or stop the node without its grant (--grant G or ROOST_GRANT)."""
+    body = {"lease_ms": lease_ms, "take_over": take_over, "renew": renew or None}
+    doc = ctx.call("node.claim", body)
+    c = doc["claim"]
+    text = f"grant {c['grant']} on the node, {c['expires_in_ms']} ms"
+    emit_json(doc) if ctx.json else console.print(text)
+
+
+@node.command("release")
+@click.argument("grant_id", metavar="GRANT")
+@command
+def release(ctx: Ctx, grant_id: str) -> None:
+    """Release the node's controller lease."""
+    doc = ctx.call("node.release", {"grant": grant_id})
+    emit_json(doc) if ctx.json else console.print("released the node")
+
+
 def state_path(ctx: Ctx) -> Path:
     return ctx.state_dir

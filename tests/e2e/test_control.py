@@ -354,6 +354,32 @@ def test_claims_refuse_others_fence_old_grants_and_lapse(node: Node) -> None:
 # -- node stop and busy ----------------------------------------------------------------------------
 
 
+def test_the_node_lease_guards_node_wide_mutations(node: Node, tmp_path: Path) -> None:
+    """DESIGN.md section 6: a node-wide controller lease guards spawning, workspaces and
+    shutdown; sessions' own requests and reading are not affected by it."""
+    node.up()
+    rid = node.run("spawn", "echo", "--name", "before")["record"]["id"]
+    lease = node.run("node", "claim")["claim"]
+    assert (lease["scope"], lease["record"]) == ("node", None)
+    grant = lease["grant"]
+
+    for refused in (("spawn", "echo"), ("workspace", "add", str(tmp_path)), ("node", "stop")):
+        doc = node.error(*refused)
+        assert doc["code"] == "not-claimed" and doc["detail"]["scope"] == "node", refused
+    assert node.error("node", "claim")["code"] == "not-claimed"
+    assert node.run("prompt", rid, "a session's own")["accepted"]  # not node-wide
+    assert [r["id"] for r in node.run("ls")["records"]] == [rid]
+    assert node.run("spawn", "echo", "--name", "holder", "--grant", grant)["record"]["id"]
+    assert node.run("workspace", "add", str(tmp_path), "--grant", grant)["workspace"]
+
+    taken = node.run("node", "claim", "--take-over")["claim"]["grant"]
+    fenced = node.error("spawn", "echo", "--grant", grant)
+    assert fenced["code"] == "stale-grant" and fenced["detail"]["reason"] == "taken over"
+    assert node.run("node", "release", taken)["released"] is True
+    assert node.run("spawn", "echo", "--name", "anyone")["record"]["state"] == "live"
+    assert node.run("node", "stop")["stopped"]
+
+
 @pytest.mark.parametrize(
     "held",
     [

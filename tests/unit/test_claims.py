@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from roost.actors.claims import Claims
+from roost.actors.claims import NODE, Claims
 from roost.broker.errors import RoostError
 
 
@@ -73,3 +73,20 @@ def test_release_and_unknown_grants(claims: Claims) -> None:
     claims.release("r1", grant.grant_id)
     claims.check("r1", "")
     assert code(claims.check, "r1", grant.grant_id) == "stale-grant"
+
+
+def test_the_node_lease_is_a_claim_of_its_own(claims: Claims, clock: Clock) -> None:
+    lease = claims.claim(NODE, 0, "client/a", lease_ms=1000)
+    assert code(claims.check, NODE, "") == "not-claimed"
+    claims.check(NODE, lease.grant_id)
+    claims.check("r1", "")  # records are not claimed by it
+    record = claims.claim("r1", 1, "client/b", lease_ms=1000)
+    assert code(claims.check, NODE, record.grant_id) == "stale-grant"  # not the node's grant
+    wire = claims.get(NODE)
+    assert wire is not None and (wire["scope"], wire["record"]) == ("node", None)
+    assert claims.get("r1") == {**record.to_wire(clock.now), "scope": "record", "record": "r1"}
+    with pytest.raises(RoostError) as refused:
+        claims.claim(NODE, 0, "client/b", lease_ms=1000)
+    assert "the node" in refused.value.message and refused.value.detail["scope"] == "node"
+    clock.now += 1.1
+    claims.check(NODE, "")  # lapsed like any lease
