@@ -9,7 +9,6 @@ request, and every malformed input gets an error reply where one can be sent.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import time
 import uuid
 from collections.abc import Callable
@@ -21,10 +20,11 @@ import zmq
 import zmq.asyncio
 
 from roost.broker import protocol as p
+from roost.broker.admission import Gate, negotiate
 from roost.broker.errors import RoostError
 from roost.broker.keys import AllowedKeys
 from roost.broker.links import Links
-from roost.broker.policy import NODE_ROLE, Policy, node_of
+from roost.broker.policy import Policy, node_of
 from roost.broker.registry import HEARTBEAT_S, PeerEntry, Registry, Seen
 
 log = structlog.get_logger("roost.broker")
@@ -76,6 +76,7 @@ class Broker:
         self.network: NetworkEndpoint | None = None
         self._key_now: str | None = None  # the CURVE public key of the message being handled
         self._warned = Seen()
+        self.gate = Gate(config.token, config.actor_token, config.observer_token, config.policy)
         self.links = Links()  # a hub's node links: what they may send, which replies they owe
         self.stats = {"routed": 0, "errors": 0, "published": 0}
 
@@ -124,6 +125,7 @@ class Broker:
         pub.bind(f"{host}:*")
         self.events_endpoints.append(str(pub.getsockopt_string(zmq.LAST_ENDPOINT)))
         self.network = network
+        self.gate.keys = network.keys
 
     def close(self) -> None:
         for sock in (*self._routers, *self._pubs):
@@ -265,24 +267,15 @@ class Broker:
 
     # -- served by the broker itself -----------------------------------------------------------
 
-    @staticmethod
-    def _token_ok(offered: Any, secret: str) -> bool:
-        return isinstance(offered, str) and hmac.compare_digest(offered.encode(), secret.encode())
-
     def _hello(self, routing_id: bytes, header: p.Header, body: dict[str, Any]) -> None:
         address, incarnation = body.get("address"), body.get("incarnation")
-        link = self._link_address()
-        if link is not None:  # a node's link on a hub: its key names the one address it may take
-            if address != link:
-                raise RoostError("forbidden", f"this key may register only as {link!r}")
-        elif not self._token_ok(body.get("token"), self.config.actor_token):
-            raise RoostError("unauthorized", "hello refused")
+        link = self.gate.hello(body.get("token"), self._key_now, address)
         if not isinstance(address, str) or not address or address.startswith("client/"):
             raise RoostError("bad-request", "field 'address' must name an actor address")
         if not isinstance(incarnation, str):
             raise RoostError("bad-request", "field 'incarnation' must be a string")
         meta = dict(body.get("meta") or {}) if isinstance(body.get("meta"), dict) else {}
-        meta["link"] = link is not None  # the broker's to say, like a client's role
+        meta["link"] = link  # the broker's to say, like a client's role
         entry = PeerEntry(address, routing_id, incarnation, self.registry.now(), meta)
         self.registry.register(entry)
         log.info("peer-up", address=address, incarnation=incarnation)
@@ -295,18 +288,12 @@ class Broker:
             {"event": "peer.up", "address": address, "incarnation": incarnation, "meta": meta}
         )
 
-    def _link_address(self) -> str | None:
-        keys = self.network.keys if self.network is not None else None
-        if not self._key_now or keys is None:
-            return None
-        return self.config.policy.link_address(keys.role(self._key_now), keys.name(self._key_now))
-
     def _check_key(self, routing_id: bytes) -> None:
         """A CURVE connection whose key was revoked is refused from its next message on, and its
         registration dropped; a key given another role has it from its next message on."""
-        if not self._key_now or self.network is None or self.network.keys is None:
+        if not self._key_now or self.gate.keys is None:
             return
-        role = self.network.keys.role(self._key_now)
+        role = self.gate.key_role(self._key_now)
         address = self.registry.address_of(routing_id)
         entry = self.registry.lookup(address) if address else None
         if role is None:  # a client, or a node's link on a hub: forgotten at once
@@ -316,37 +303,9 @@ class Broker:
         if entry is not None and not entry.actor:
             entry.meta["role"] = role
 
-    def _role_of(self, offered: Any, routing_id: bytes) -> str:
-        """The role a CURVE key or a token grants (tokens compared in constant time)."""
-        key = self._key_now
-        if key and self.network is not None and self.network.keys is not None:
-            role = self.network.keys.role(key)  # allowed by ZAP, so it has a role
-            if role:
-                return role
-        if self._token_ok(offered, self.config.token):
-            return p.OPERATOR
-        if self.config.observer_token and self._token_ok(offered, self.config.observer_token):
-            return p.OBSERVER
-        raise RoostError("unauthorized", "the token was refused")
-
     def _initialize(self, routing_id: bytes, header: p.Header, body: dict[str, Any]) -> None:
-        versions = body.get("versions")
-        if not isinstance(versions, list) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in versions
-        ):
-            raise RoostError(
-                "bad-request", "field 'versions' must be a list of integers", {"field": "versions"}
-            )
-        common = sorted(set(versions) & set(p.SUPPORTED_VERSIONS))
-        if not common:
-            raise RoostError(
-                "unsupported-version",
-                "no protocol version in common",
-                {"supported": list(p.SUPPORTED_VERSIONS)},
-            )
-        role = self._role_of(body.get("token"), routing_id)
-        if role == NODE_ROLE:
-            raise RoostError("unauthorized", "a node's key registers with hello, not initialize")
+        version = negotiate(body.get("versions"))  # before the token: a mismatch says so
+        role = self.gate.client_role(body.get("token"), self._key_now)
         known = self.registry.address_of(routing_id)
         conn_id = (
             known[len("client/") :]
@@ -358,7 +317,7 @@ class Broker:
             routing_id,
             "",
             self.registry.now(),
-            meta={"role": role, "version": common[-1]},
+            meta={"role": role, "version": version},
             actor=False,
         )
         self.registry.register(entry)
@@ -367,7 +326,7 @@ class Broker:
             routing_id,
             p.reply_header(header),
             {
-                "version": common[-1],
+                "version": version,
                 "node_id": self.config.node_id,
                 "incarnation": self.config.incarnation,
                 "connection_id": conn_id,
