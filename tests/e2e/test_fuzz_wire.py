@@ -431,8 +431,10 @@ class Gen:
 
 
 def safe_body(gen: Gen, method: str) -> dict[Any, Any]:
-    """A random body that cannot stop the node nor start an agent."""
+    """A random body that cannot stop the node, start an agent nor take the node's lease."""
     body = gen.body()
+    if method == "node.claim":
+        body["lease_ms"] = "fuzz-" + gen.text(4)  # always refused: a lease would lock others out
     if method == "node.shutdown":
         body["stop_sessions"] = gen.rng.choice(["yes", 1, None, [], {}])  # always refused
     if method == "session.spawn":
@@ -441,11 +443,12 @@ def safe_body(gen: Gen, method: str) -> dict[Any, Any]:
 
 
 PROVIDERS = frozenset({"echo", "claude", "codex", "kimi"})
-GUARDED = ("node.shutdown", "session.spawn")
+GUARDED = ("node.shutdown", "session.spawn", "node.claim")
 
 
 def harmful(frames: list[bytes]) -> bool:
-    """Whether a message could stop the node or start an agent (the fuzzer never sends one)."""
+    """Whether a message could stop the node, start an agent or take the node's controller lease
+    (the fuzzer never sends one)."""
     if len(frames) != 2:
         return False
     try:
@@ -457,6 +460,8 @@ def harmful(frames: list[bytes]) -> bool:
         return False
     if header.method == "node.shutdown":
         return isinstance(body.get("stop_sessions", False), bool)
+    if header.method == "node.claim":
+        return not isinstance(body.get("lease_ms"), str)
     return body.get("provider") in PROVIDERS
 
 
