@@ -17,6 +17,7 @@ replaced), and ``{"ended": <state>}`` when the session stops.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import shutil
@@ -54,6 +55,9 @@ class Attachment:
     redraws: int = 0
     resized: bool = False
     out: Any = field(default_factory=lambda: sys.stdout.buffer)
+    keys: codecs.IncrementalDecoder = field(
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace")
+    )
 
     @property
     def rid(self) -> str:
@@ -111,8 +115,8 @@ class Attachment:
         self.out.flush()
 
     def type(self, data: bytes) -> None:
-        if data:
-            text = data.decode("utf-8", "surrogateescape").encode("utf-8", "replace").decode()
+        text = self.keys.decode(data)  # a character split across two reads waits for its end
+        if text:
             self.call("session.input", {"id": self.rid, "text": text}, grant=self.grant)
 
     def fit(self) -> None:

@@ -117,6 +117,9 @@ def test_attach_draws_follows_types_and_detaches(
     up.wait_screen(rid, "echo: typed here")
     term.wait_text("echo: typed here")
     assert "typed here\r" in _typed(up, rid)  # committed to the log like any input
+    term.type(b"h\xc3")  # a character split across two writes arrives whole
+    term.type(b"\xa9llo\r")
+    up.wait_screen(rid, "echo: h\u00e9llo")
 
     term.type(DETACH)
     assert term.wait_exit() == 0
