@@ -63,10 +63,15 @@ class LocalClient:
                 frames = await sock.recv_multipart()
                 if len(frames) != 2:
                     continue
-                header = p.Header.decode(frames[0])
+                try:  # nothing the node's broker sends may end the link
+                    header = p.Header.decode(frames[0])
+                    reply = p.unpack(frames[1], limit=p.HARD_FRAME_LIMIT)
+                except RoostError as err:
+                    log.warning("undecodable-local-reply", code=err.code)
+                    continue
                 future = self._pending.pop(header.rid, None)
                 if future is not None and not future.done():
-                    future.set_result((header, p.unpack(frames[1], limit=p.HARD_FRAME_LIMIT)))
+                    future.set_result((header, reply))
         finally:
             sock.close(0)
             self._sock = None
