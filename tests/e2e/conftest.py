@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -153,6 +155,47 @@ def node(tmp_path: Path) -> Iterator[Node]:
         yield n
     finally:
         n.kill_all()
+
+
+class JsonLines:
+    """``roost --json ARGS`` left running (attach, events --follow): its stdout lines parsed as
+    they come, by a reader thread, so a test waits on them with deadlines."""
+
+    def __init__(self, env: dict[str, str], *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "roost", "--json", *args],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(json.loads(line))
+
+    def get(self, timeout: float = 15.0) -> dict[str, Any]:
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no line from roost in {timeout} s") from None
+
+    def drain(self, wait: float = 0.5) -> list[dict[str, Any]]:
+        """The lines printed so far, waiting up to ``wait`` for the first."""
+        out: list[dict[str, Any]] = []
+        with contextlib.suppress(queue.Empty):
+            out.append(self._lines.get(timeout=wait))
+            while True:
+                out.append(self._lines.get_nowait())
+        return out
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
 
 
 def free_port() -> int:

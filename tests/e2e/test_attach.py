@@ -6,9 +6,7 @@ writes is collected by a reader thread and searched for the session's output.
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -18,7 +16,7 @@ import psutil
 import pytest
 from ptyprocess import PtyProcess
 
-from tests.e2e.conftest import Node, wait_for
+from tests.e2e.conftest import JsonLines, Node, wait_for
 
 DETACH = b"\x1d"
 
@@ -173,32 +171,25 @@ def test_attach_survives_a_node_restart(up: Node, project: Path, terminals: list
 
 def test_attach_json_lines(up: Node, project: Path) -> None:
     rid = _spawn(up, project, "lines")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "roost", "--json", "attach", rid],
-        env=up.env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    lines = JsonLines(up.env, "attach", rid)
     try:
-        assert proc.stdout is not None
-        first = json.loads(proc.stdout.readline())
+        first = lines.get()
         assert "echo-ready>" in first["screen"] and isinstance(first["offset"], int)
-        up.run("prompt", rid, "as json")
-        data = ""
-        while "echo: as json" not in data:
-            doc = json.loads(proc.stdout.readline())
-            data += doc.get("data", "")
+        shown = ""
+
+        def answered() -> bool:  # prompt until the output shows: the SUB may join late
+            nonlocal shown
+            up.run("prompt", rid, "as json")
+            shown += "".join(d.get("data", "") for d in lines.drain())
+            return "echo: as json" in shown
+
+        wait_for(answered, 20, "the output as JSON lines")
         up.run("stop", rid)
-        while "ended" not in doc:
-            doc = json.loads(proc.stdout.readline())
-        assert doc == {"ended": "dormant"}
-        assert proc.wait(10) == 0
+        ended = wait_for(lambda: (d := lines.get()).get("ended") and d, 20, "the session's end")
+        assert ended == {"ended": "dormant"}
+        assert lines.proc.wait(10) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
+        lines.close()
 
 
 def test_attach_refusals(up: Node, project: Path) -> None:

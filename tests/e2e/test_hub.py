@@ -8,14 +8,11 @@ finaliser reaps the hub, both nodes and their children even when a test failed.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +26,7 @@ from roost.broker import protocol as p
 from roost.broker.client import Client, Curve
 from roost.broker.errors import RoostError
 from roost.broker.keys import node_keys
-from tests.e2e.conftest import MARK, Node, client_keys, free_port, wait_for
+from tests.e2e.conftest import MARK, JsonLines, Node, client_keys, free_port, wait_for
 
 NODES = ("lab-a", "lab-b")
 
@@ -518,37 +515,21 @@ def test_attach_through_the_hub(lab: Lab, project: Path) -> None:
     """`roost attach --json` through the hub: the screen first, then the node's output relayed
     under lab-a/ and read back as the node names it, then the end of the session."""
     alpha = _spawn(lab, "lab-a", "alpha", project)
-    argv = [sys.executable, "-m", "roost", "--json", *lab.remote("attach", alpha, node="lab-a")]
-    proc = subprocess.Popen(
-        argv, env=lab.hub.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True
-    )
-    lines: queue.Queue[dict[str, Any]] = queue.Queue()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(json.loads(line))
-
-    threading.Thread(target=read, daemon=True).start()
+    lines = JsonLines(lab.hub.env, *lab.remote("attach", alpha, node="lab-a"))
     try:
-        first = lines.get(timeout=20)
-        assert "echo-ready>" in first["screen"]
+        assert "echo-ready>" in lines.get(timeout=20)["screen"]
         shown = ""
 
         def answered() -> bool:  # prompt until the relayed output shows (PUB joins late)
             nonlocal shown
             lab.run("prompt", alpha, "via the hub", node="lab-a")
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    shown += lines.get(timeout=0.5).get("data", "")
+            shown += "".join(d.get("data", "") for d in lines.drain())
             return "echo: via the hub" in shown
 
         wait_for(answered, 20, "the relayed output")
         lab.run("stop", alpha, node="lab-a")
-        ended = wait_for(lambda: (d := lines.get(timeout=10)).get("ended") and d, 20, "the end")
+        ended = wait_for(lambda: (d := lines.get()).get("ended") and d, 20, "the session's end")
         assert ended == {"ended": "dormant"}
-        assert proc.wait(10) == 0
+        assert lines.proc.wait(10) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
+        lines.close()
