@@ -18,6 +18,7 @@ import os
 import sys
 import time
 import uuid
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
 log = structlog.get_logger("roost.hub")
 
 FAN_OUT_TIMEOUT = 10.0
+MAX_GONE = 1024  # nodes remembered as gone; the hub keeps nothing across its own restarts
 
 
 class HubActor:
@@ -57,6 +59,9 @@ class HubActor:
     def __init__(self, peer: Peer, broker: Broker, stop: asyncio.Event) -> None:
         self.peer, self.broker, self._stop = peer, broker, stop
         self.started = time.time()
+        # nodes that were linked since the hub started and are not now: node id -> since when
+        self.gone: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        peer.on_notify = self.on_notify
         peer.handlers.update(
             {
                 "hub.status": self.status,
@@ -67,17 +72,46 @@ class HubActor:
         )
         peer.fallback = self.elsewhere
 
+    async def on_notify(self, h: p.Header, body: dict[str, Any]) -> None:
+        """The broker's word on links coming and going (nobody else's)."""
+        node_id = node_of(str(body.get("address", "")))
+        if h.sender != "broker" or node_id is None:
+            return
+        if body.get("event") == "peer.up":
+            self.gone.pop(node_id, None)
+        elif body.get("event") == "peer.down":
+            self.gone[node_id] = {"incarnation": body.get("incarnation"), "at": time.time()}
+            while len(self.gone) > MAX_GONE:
+                self.gone.popitem(last=False)
+
     def linked(self) -> list[dict[str, Any]]:
         now = self.broker.registry.now()
         return [
             {
                 "node_id": node_of(e.address),
+                "linked": True,
                 "incarnation": e.incarnation,
                 "last_seen_s": round(now - e.last_seen, 3),
             }
             for e in sorted(self.broker.registry.actors(), key=lambda e: e.address)
             if node_of(e.address)
         ]
+
+    def known(self) -> list[dict[str, Any]]:
+        """The linked nodes, then those that were linked since the hub started and are not."""
+        now, linked = time.time(), self.linked()
+        ids = {n["node_id"] for n in linked}
+        gone = [
+            {
+                "node_id": node_id,
+                "linked": False,
+                "incarnation": seen["incarnation"],
+                "gone_s": round(now - seen["at"], 3),
+            }
+            for node_id, seen in sorted(self.gone.items())
+            if node_id not in ids
+        ]
+        return linked + gone
 
     async def status(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -87,12 +121,12 @@ class HubActor:
             "started": self.started,
             "uptime_s": time.time() - self.started,
             "endpoints": {"events": self.broker.events_endpoints},
-            "nodes": self.linked(),
+            "nodes": self.known(),
             "broker": dict(self.broker.stats),
         }
 
     async def nodes(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        return {"nodes": self.linked()}
+        return {"nodes": self.known()}
 
     async def shutdown(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         asyncio.get_running_loop().call_later(0.05, self._stop.set)
@@ -110,7 +144,7 @@ class HubActor:
             return_exceptions=True,
         )
         records: list[dict[str, Any]] = []
-        unanswered: dict[str, str] = {}
+        unanswered = {n["node_id"]: "unreachable" for n in self.known() if not n["linked"]}
         for node_id, reply in zip(ids, replies, strict=True):
             if isinstance(reply, RoostError):
                 unanswered[node_id] = reply.code

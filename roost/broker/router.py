@@ -299,6 +299,10 @@ class Broker:
         if role is None:  # a client, or a node's link on a hub: forgotten at once
             if entry is not None:
                 self.registry.remove(entry.address)
+                if entry.actor:
+                    self._notify_node(
+                        {"event": "peer.down", "address": entry.address, "meta": entry.meta}
+                    )
             raise RoostError("unauthorized", "this key is no longer allowed")
         if entry is not None and not entry.actor:
             entry.meta["role"] = role
@@ -370,11 +374,13 @@ class Broker:
         self._send(routing_id, reply, err.to_body())
 
     def _notify_node(self, body: dict[str, Any]) -> None:
-        node = self.registry.lookup("node")
-        if node is not None and body.get("address") != "node":
-            self._send(
-                node.routing_id, p.Header(kind=p.NOTIFY, sender="broker", target="node"), body
-            )
+        """Tell the actor that owns this broker (a node's ``node``, a hub's ``hub``) who came
+        and went."""
+        owner = self.config.policy.default_target
+        entry = self.registry.lookup(owner)
+        if entry is not None and body.get("address") != owner:
+            header = p.Header(kind=p.NOTIFY, sender="broker", target=owner)
+            self._send(entry.routing_id, header, body)
 
     async def _reap_loop(self) -> None:
         while True:

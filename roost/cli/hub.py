@@ -43,9 +43,11 @@ def _nodes(doc: dict[str, Any]) -> None:
     if not doc["nodes"]:
         console.print("no nodes linked")
     for n in doc["nodes"]:
-        console.print(
-            f"  {n['node_id']:<20} incarnation {n['incarnation']}  seen {n['last_seen_s']} s ago"
-        )
+        if n.get("linked", True):
+            seen = f"seen {n['last_seen_s']} s ago"
+        else:
+            seen = f"NOT LINKED for {n['gone_s']} s"
+        console.print(f"  {n['node_id']:<20} incarnation {n['incarnation']}  {seen}")
 
 
 @hub.command("status")

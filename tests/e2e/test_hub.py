@@ -57,7 +57,7 @@ class Lab:
 
     def linked(self) -> dict[str, dict[str, Any]]:
         """The nodes linked to the hub now, by node id."""
-        return {n["node_id"]: n for n in self.run("hub", "nodes")["nodes"]}
+        return {n["node_id"]: n for n in self.run("hub", "nodes")["nodes"] if n["linked"]}
 
     def wait_linked(self, wanted: set[str], timeout: float = 15.0) -> dict[str, dict[str, Any]]:
         return wait_for(
@@ -320,7 +320,10 @@ def test_a_revoked_node_key_drops_that_node_only(lab: Lab, project: Path) -> Non
     assert lab.error("show", "beta", node="lab-b")["code"] == "unreachable"
     listing = lab.run("ls")
     assert [(r["id"], r["node"]) for r in listing["records"]] == [(alpha, "lab-a")]
-    assert listing["unanswered"] == {}
+    assert listing["unanswered"] == {"lab-b": "unreachable"}  # seen before, not linked now
+    nodes = {n["node_id"]: n for n in lab.run("hub", "nodes")["nodes"]}
+    assert nodes["lab-a"]["linked"] is True and nodes["lab-b"]["linked"] is False
+    assert nodes["lab-b"]["gone_s"] >= 0
     lab.run("prompt", "alpha", "still here", node="lab-a")
     lab.wait_screen("lab-a", "alpha", "echo: still here")
 
@@ -453,6 +456,7 @@ def test_the_hub_link_is_kept_for_later_starts_and_can_be_forgotten(lab: Lab) ->
     a = lab.nodes["lab-a"]
     a.run("node", "stop")
     lab.wait_linked({"lab-b"})
+    assert lab.run("ls")["unanswered"] == {"lab-a": "unreachable"}  # gone, not forgotten
     assert a.up()["endpoints"]["hub"]["endpoint"] == lab.endpoint  # a plain `node up`
     lab.wait_linked(set(NODES))
     refused = a.error("node", "up", "--no-hub")  # running: its link is not changed under it
