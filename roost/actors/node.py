@@ -121,8 +121,11 @@ class NodeActor:
                 counts[rec["state"]] = counts.get(rec["state"], 0) + 1
         except RoostError:
             counts = None  # the state store is restarting: status still answers
+        status = self._status()
+        if h.extra.get("r") == p.OBSERVER:  # a watcher learns no host paths nor process ids
+            status = _without_host_facts(status)
         return {
-            **self._status(),
+            **status,
             "records": counts,
             "event_log": None if counts is None else await self._event_log(),
             "uptime_s": time.time() - self.started,
@@ -360,6 +363,16 @@ class _RecordLock:
     async def __aexit__(self, *exc: object) -> None:
         assert self._lock is not None
         self._lock.release()
+
+
+def _without_host_facts(status: dict[str, Any]) -> dict[str, Any]:
+    """``node.status`` for an observer: no state directory, no process ids."""
+    actors = {
+        name: {k: v for k, v in info.items() if k != "pid"}
+        for name, info in (status.get("actors") or {}).items()
+    }
+    hidden = ("state_dir", "pid")
+    return {**{k: v for k, v in status.items() if k not in hidden}, "actors": actors}
 
 
 def _existing_dir(path: str, field: str = "cwd") -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgpack
@@ -127,6 +128,12 @@ def test_an_observer_reads_and_subscribes_but_never_mutates(up: Node) -> None:
         assert [r["id"] for r in observer.call("session.list")["records"]] == [rid]
         assert observer.call("session.show", {"id": rid, "screen": True})["screen"] is not None
         assert observer.call("events.since", {"after": 0})["events"]
+        watched = observer.call("node.status")  # no host paths nor process ids for a watcher
+        assert watched["node_id"] and "state_dir" not in watched and "pid" not in watched
+        assert all("pid" not in actor for actor in watched["actors"].values())
+        assert str(up.state_dir) not in json.dumps(watched)
+        full = up.run("node", "status")  # the operator's view has them
+        assert full["state_dir"] == str(up.state_dir) and full["pid"] > 0
         for method, body in (
             ("session.prompt", {"id": rid, "text": "x"}),
             ("session.stop", {"id": rid}),
