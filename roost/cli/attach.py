@@ -58,6 +58,9 @@ class Attachment:
     keys: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace")
     )
+    text: codecs.IncrementalDecoder = field(  # --json output: characters split across messages
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace")
+    )
 
     @property
     def rid(self) -> str:
@@ -73,12 +76,15 @@ class Attachment:
             self.client.initialize()
             return self.client.call(method, body, **kw)
 
-    def draw(self) -> None:
+    def draw(self, *, first: bool = False) -> None:
         """Draw the supervisor's screen and continue from the offset it reflects."""
         doc = self.call("session.show", {"id": self.rid, "screen": True})
         if doc.get("screen") is None:
-            raise RoostError("session-not-live", f"{self.rid} has no live session to attach to")
+            if first:
+                raise RoostError("session-not-live", f"{self.rid} has no live session to attach to")
+            return  # it ended meanwhile: its record.state event ends the view
         self.expected = int(doc.get("offset") or 0)
+        self.text.reset()
         if self.as_json:
             emit_json({k: doc.get(k) for k in ("screen", "cursor", "offset", "classification")})
             return
@@ -106,7 +112,7 @@ class Attachment:
         data = data[self.expected - offset :]
         offset, self.expected = self.expected, end
         if self.as_json:
-            emit_json({"offset": offset, "data": data.decode("utf-8", "replace")})
+            emit_json({"offset": offset, "data": self.text.decode(data)})
         else:
             self.write(data)
 
@@ -189,7 +195,7 @@ def _run(view: Attachment, stream: EventStream, fit: bool) -> None:
     ended = ""
     with _raw(stdin):
         _status(view, _greeting(view))
-        view.draw()
+        view.draw(first=True)
         try:
             ended = _loop(view, stream, poller, stdin)
         except KeyboardInterrupt:
