@@ -26,13 +26,13 @@ import structlog
 import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
-from roost.actors.daemon import announce
+from roost.actors.daemon import announce, check_tcp, curve_endpoint
 from roost.actors.lock import StateLock
 from roost.actors.peer import Peer
 from roost.actors.process import run_until, run_until_stopped, setup_logging
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
-from roost.broker.keys import AllowedKeys, allowed, node_keys
+from roost.broker.keys import node_keys
 from roost.broker.locate import (
     ACTOR_TOKEN_FILE,
     OBSERVER_TOKEN_FILE,
@@ -165,17 +165,12 @@ class HubActor:
 
 
 def hub_network(state_dir: Path, endpoint: str) -> NetworkEndpoint:
-    """The hub's TCP endpoint: always CURVE, with its key pair and authorised keys."""
-    if not endpoint.startswith("tcp://") or ":" not in endpoint[6:]:
-        raise RoostError("bad-request", "--listen takes tcp://ADDRESS:PORT", {"field": "listen"})
-    pair = node_keys(state_dir)
-    if pair is None or not allowed(state_dir):
-        raise RoostError(
-            "insecure-listen",
-            "a hub needs CURVE: run `roost keys new`, then `roost keys allow` for each node "
-            "(--role node --name <node id>) and client",
-        )
-    return NetworkEndpoint(endpoint, curve_secret=pair[1], keys=AllowedKeys(state_dir))
+    """The hub's TCP endpoint: always CURVE (nodes authenticate by key), loopback included."""
+    advice = (
+        "a hub needs CURVE: run `roost keys new`, then `roost keys allow` for each node "
+        "(--role node --name <node id>) and client"
+    )
+    return curve_endpoint(state_dir, check_tcp(endpoint, "listen"), advice)
 
 
 async def serve(state_dir: Path, network: NetworkEndpoint, stop: asyncio.Event) -> None:

@@ -90,3 +90,19 @@ def test_a_network_endpoint_needs_curve_and_honours_roles(node: Node, tmp_path: 
 def _pair() -> tuple[str, str]:
     public, secret = zmq.curve_keypair()
     return public.decode(), secret.decode()
+
+
+def test_a_loopback_endpoint_serves_the_token_without_curve(node: Node) -> None:
+    bad = node.error("node", "up", "--listen", "127.0.0.1:1")
+    assert bad["code"] == "bad-request" and bad["detail"]["field"] == "listen"
+    port = free_port()
+    network = node.up("--listen", f"tcp://127.0.0.1:{port}")["endpoints"]["network"]
+    assert network["curve"] is False
+    token = (node.state_dir / "token").read_text().strip()
+    with Client(f"tcp://127.0.0.1:{port}", token, timeout=5.0) as c:
+        assert c.initialize()["role"] == "operator"
+        assert c.call("session.list")["records"] == []
+    stranger = Client(f"tcp://127.0.0.1:{port}", "wrong", timeout=5.0)
+    with stranger, pytest.raises(RoostError) as refused:
+        stranger.initialize()
+    assert refused.value.code == "unauthorized"
