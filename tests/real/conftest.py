@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import node as node  # the e2e harness's node, reaped the same way
 from tests.fakes.model_api import ModelApi
 from tests.real.harness import Cli, need
 

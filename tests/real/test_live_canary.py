@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,15 +28,6 @@ pytestmark = pytest.mark.skipif(
     os.environ.get("ROOST_LIVE_CANARY") != "1",
     reason="live canary: set ROOST_LIVE_CANARY=1 (needs network and real vendor logins)",
 )
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[Node]:
-    n = Node(tmp_path)
-    try:
-        yield n
-    finally:
-        n.kill_all()
 
 
 def _binary(provider: str) -> str:

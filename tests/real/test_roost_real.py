@@ -8,26 +8,15 @@ mode with a tool call; and an unauthenticated start classified attention(login) 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.e2e.conftest import Node, wait_for
 from tests.fakes.model_api import ModelApi
 from tests.real.harness import MODULES, Cli, base_env, claude_env, codex_env, kimi_env
 
 Setup = Callable[[Path, ModelApi, Path], dict[str, str]]
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[Node]:
-    n = Node(tmp_path)
-    try:
-        yield n
-    finally:
-        n.kill_all()
 
 
 def _env_args(env: dict[str, str]) -> list[str]:

@@ -1,5 +1,5 @@
 """The claude provider: its adapter (roost.adapters.claude) read against the real CLI's captures
-(/work/shared/provider-captures, or $ROOST_CAPTURES), and the stand-in program tests/fakes/claude
+(in the repository: tests/fixtures/provider-captures), and the stand-in program tests/fakes/claude
 held to the same shapes."""
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from roost.adapters.claude import ClaudeAdapter
 from roost.adapters.evidence import Evidence, ProcessInfo
 from roost.adapters.registry import adapters
 from roost.broker.errors import RoostError
+from tests.unit.captures import capture, screens
 
-CAPTURES = Path(__file__).parent.parent / "fixtures" / "provider-captures"  # copied from shared/
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "claude"
 CTX = LaunchContext(cwd="/srv/work/proj", mode="pty", env={}, data_dir="/data/claude")
 SID = "9cff00ce-020d-4f1c-a41b-4094051587e7"
@@ -66,13 +66,6 @@ SCREENS: dict[str, tuple[str, str | None]] = {
 }
 
 
-def capture(name: str) -> str:
-    path = CAPTURES / name
-    if not path.exists():
-        pytest.skip(f"capture {path} not found (set ROOST_CAPTURES)")
-    return path.read_text()
-
-
 def proc(pid: int, name: str, *cmdline: str, ppid: int = 1, pgid: int | None = None) -> ProcessInfo:
     return ProcessInfo(pid, ppid, pgid or pid, name, f"/bin/{name}", cmdline or (name,), 100.0)
 
@@ -89,9 +82,7 @@ def test_every_capture_is_classified(name: str, expected: tuple[str, str | None]
 
 
 def test_no_capture_is_left_out() -> None:
-    if not CAPTURES.is_dir():
-        pytest.skip(f"{CAPTURES} not found (set ROOST_CAPTURES)")
-    assert {p.name for p in CAPTURES.glob("claude-*.txt")} == set(SCREENS)
+    assert screens("claude") == set(SCREENS)
 
 
 def test_an_exited_process_is_exited_whatever_the_screen_and_keeps_why() -> None:

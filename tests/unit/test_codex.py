@@ -27,17 +27,13 @@ from roost.adapters.codex import CodexAdapter, uuid7_time
 from roost.adapters.evidence import Evidence, ProcessInfo
 from roost.adapters.registry import adapters
 from roost.broker.errors import RoostError
+from tests.unit.captures import CAPTURES, capture, screens
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "fakes" / "codex"
 # The captures of the real CLIs (copied from shared/provider-captures).
-CAPTURES = ROOT / "fixtures" / "provider-captures"
 CTX = LaunchContext(cwd="/srv/work/proj3", mode="pty", env={}, data_dir="/data/codex")
 ADAPTER = CodexAdapter({})
-
-
-def capture(name: str) -> str:
-    return (CAPTURES / name).read_text()
 
 
 # -- launches ------------------------------------------------------------------------------------
@@ -124,7 +120,7 @@ EXPECTED_SCREENS: dict[str, tuple[str, str | None]] = {
 
 
 def test_every_codex_screen_capture_has_an_expectation() -> None:
-    assert sorted(p.name for p in CAPTURES.glob("codex-*.txt")) == sorted(EXPECTED_SCREENS)
+    assert screens("codex") == set(EXPECTED_SCREENS)
 
 
 @pytest.mark.parametrize(("name", "expected"), sorted(EXPECTED_SCREENS.items()))

@@ -1,5 +1,5 @@
 """The kimi provider: its adapter (roost.adapters.kimi) read against the real CLI's captures
-(/work/shared/provider-captures, or $ROOST_CAPTURES), and the stand-in program tests/fakes/kimi
+(in the repository: tests/fixtures/provider-captures), and the stand-in program tests/fakes/kimi
 held to the same shapes."""
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from roost.adapters.evidence import Evidence, ProcessInfo
 from roost.adapters.kimi import KimiAdapter, work_dir_key
 from roost.adapters.registry import adapters
 from roost.broker.errors import RoostError
+from tests.unit.captures import capture, screens
 
-CAPTURES = Path(os.environ.get("ROOST_CAPTURES", "/work/shared/provider-captures"))
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "kimi"
 CTX = LaunchContext(cwd="/srv/work/proj4", mode="pty", env={}, data_dir="/data/kimi")
 ADAPTER = KimiAdapter()
@@ -52,13 +52,6 @@ SCREENS: dict[str, tuple[str, str | None]] = {
     "kimi-screen2.txt": (ATTENTION, "login"),  # composer, but "Model: not set"
     "kimi-screen3.txt": (ATTENTION, "login"),  # "Error: LLM not set"
 }
-
-
-def capture(name: str) -> str:
-    path = CAPTURES / name
-    if not path.exists():
-        pytest.skip(f"capture {path} not found (set ROOST_CAPTURES)")
-    return path.read_text()
 
 
 def screen(*middle: str) -> str:
@@ -150,9 +143,7 @@ def test_work_dir_key(cwd: str, key: str) -> None:
 
 
 def test_every_kimi_capture_has_an_expected_classification() -> None:
-    if not CAPTURES.exists():
-        pytest.skip(f"{CAPTURES} not found (set ROOST_CAPTURES)")
-    assert {p.name for p in CAPTURES.glob("kimi-*.txt")} == set(SCREENS)
+    assert screens("kimi") == set(SCREENS)
 
 
 @pytest.mark.parametrize(("name", "expected"), sorted(SCREENS.items()))
