@@ -160,6 +160,9 @@ class Daemon:
                 "server_key": self.hub.server_key,
                 "linked": linked,
             }
+            refused = self.link.peer.refused if self.link is not None else None
+            if refused is not None and not linked:  # the hub said no, and why (node-id-conflict)
+                eps["hub"]["refused"] = dict(refused)
         if self.network is not None:
             eps["network"] = {
                 "router": self.network.endpoint,

@@ -164,13 +164,30 @@ class HubActor:
         )
 
 
-def hub_network(state_dir: Path, endpoint: str) -> NetworkEndpoint:
+def events_port(endpoint: str, given: int | None) -> int | None:
+    """The hub's event port: the one given, else the listen port + 1, so that it is the same at
+    every start (firewalls; followers find it again); None (one of its choosing) for port *."""
+    port = endpoint.rsplit(":", 1)[1]
+    if given is None and port.isdigit():
+        given = int(port) + 1
+    if given is not None and not (0 < given < 65536 and str(given) != port):
+        raise RoostError(
+            "bad-request",
+            "the events port is 1 to 65535 and not the listen port (give --events-port)",
+            {"field": "events-port"},
+        )
+    return given
+
+
+def hub_network(state_dir: Path, endpoint: str, port: int | None = None) -> NetworkEndpoint:
     """The hub's TCP endpoint: always CURVE (nodes authenticate by key), loopback included."""
     advice = (
         "a hub needs CURVE: run `roost keys new`, then `roost keys allow` for each node "
         "(--role node --name <node id>) and client"
     )
-    return curve_endpoint(state_dir, check_tcp(endpoint, "listen"), advice)
+    network = curve_endpoint(state_dir, check_tcp(endpoint, "listen"), advice)
+    network.events_port = events_port(endpoint, port)
+    return network
 
 
 async def serve(state_dir: Path, network: NetworkEndpoint, stop: asyncio.Event) -> None:
@@ -200,7 +217,14 @@ async def serve(state_dir: Path, network: NetworkEndpoint, stop: asyncio.Event) 
     zap.start()
     assert network.keys is not None
     zap.configure_curve_callback("roost", credentials_provider=network.keys)
-    broker.listen(network)
+    try:
+        broker.listen(network)
+    except RoostError as err:  # a port in use: said at once, not "exited during startup"
+        announce({"error": err.to_body()})
+        zap.stop()
+        broker.close()
+        ctx.destroy(0)
+        return
     for sock in ("router", "events"):
         with contextlib.suppress(OSError):
             os.chmod(runtime / sock, 0o600)
@@ -232,6 +256,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="roost-hub")
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--listen", required=True)
+    parser.add_argument("--events-port", type=int, default=None)
     args = parser.parse_args()
     state_dir = private_dir(Path(args.state_dir))
     setup_logging(private_dir(state_dir / "logs") / "hub.log", "hub")
@@ -246,7 +271,7 @@ def main() -> None:
                 "this directory holds a node's state; give the hub a --state-dir of its own",
                 {"field": "state-dir"},
             )
-        network = hub_network(state_dir, args.listen)
+        network = hub_network(state_dir, args.listen, args.events_port)
     except RoostError as err:
         announce({"error": err.to_body()})
         sys.exit(2)

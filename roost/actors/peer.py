@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -30,6 +31,7 @@ NotifyHandler = Callable[[p.Header, dict[str, Any]], Awaitable[None]]
 
 
 MAX_QUEUED_SENDS = 20_000
+RETRY_MAX_S = 30.0  # a refused hello is tried again after 1, 2, 4 ... up to this many seconds
 
 
 def _settle(future: asyncio.Future[Any]) -> None:
@@ -68,6 +70,9 @@ class Peer:
         self.on_registered: list[Callable[[], Awaitable[None]]] = []
         self.registered = asyncio.Event()
         self.broker_incarnation = ""
+        # the broker's last refusal of our hello, until a hello is accepted: {code, message, at,
+        # attempts, retry_in_s} (node.status shows a hub link's)
+        self.refused: dict[str, Any] | None = None
         self._ctx, self._endpoint, self._token = ctx, endpoint, token
         self._beat = heartbeat
         self._ids = itertools.count(1)
@@ -99,6 +104,8 @@ class Peer:
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await task
                 self.registered.clear()
+                if self.refused is not None:  # back off, so a refusal is no loop every second
+                    await asyncio.sleep(self.refused["retry_in_s"])
         finally:
             self._close_socket()
             for task in list(self._tasks):
@@ -184,9 +191,10 @@ class Peer:
         if header.kind in (p.RESPONSE, p.ERROR) and header.rid == "hello":
             self._last_pong = loop.time()
             if header.kind == p.ERROR:
-                log.error("hello-refused", address=self.address, code=body.get("code"))
-                return False
+                self._refused(body)
+                return True
             self.broker_incarnation = str(body.get("incarnation", ""))
+            self.refused = None
             self.registered.set()
             for callback in self.on_registered:
                 self._spawn(callback())
@@ -200,6 +208,25 @@ class Peer:
         elif header.kind == p.NOTIFY and self.on_notify is not None:
             self._spawn(self.on_notify(header, body))
         return False
+
+    def _refused(self, body: dict[str, Any]) -> None:
+        """Remember and log the broker's refusal of our hello; the next try waits longer."""
+        attempts = (self.refused or {}).get("attempts", 0) + 1
+        self.refused = {
+            "code": str(body.get("code", "internal")),
+            "message": str(body.get("message", "")),
+            "at": time.time(),
+            "attempts": attempts,
+            "retry_in_s": min(RETRY_MAX_S, 2.0 ** (attempts - 1)),
+        }
+        log.error(
+            "hello-refused",
+            address=self.address,
+            code=self.refused["code"],
+            reason=self.refused["message"],
+            attempts=attempts,
+            retry_in_s=self.refused["retry_in_s"],
+        )
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)

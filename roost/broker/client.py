@@ -75,7 +75,7 @@ class Client:
         client.initialize()
         return client
 
-    def initialize(self) -> dict[str, Any]:
+    def initialize(self, timeout: float | None = None) -> dict[str, Any]:
         self.info = self.call(
             "initialize",
             {
@@ -84,6 +84,7 @@ class Client:
                 "client": "roost-py",
             },
             target="broker",
+            timeout=timeout,
         )
         self.target = self._via or str(self.info.get("target") or "node")
         events = self.info.get("events") or self.events_endpoint

@@ -96,26 +96,51 @@ def check_public(key: str) -> str:
     return key
 
 
-def allow(state_dir: Path, key: str, role: str, name: str) -> dict[str, Any]:
+def allow(
+    state_dir: Path, key: str, role: str, name: str, *, replace: bool = False
+) -> dict[str, Any]:
+    """Allow ``key`` with ``role`` under ``name``. The same key again replaces its entry (role
+    and name). A node's key is the one key of role ``node`` under its node id: another key of
+    role node under that name is refused ``node-id-conflict`` unless ``replace``, which revokes
+    it (two nodes would fight over one id on the hub)."""
     if role not in ROLES:
         raise RoostError("bad-request", f"role must be one of {ROLES}", {"field": "role"})
     if role == NODE_ROLE:  # on a hub, a node's key is allowed under its node id
         check_node_id(name)
     table = allowed(state_dir)
-    table[check_public(key)] = {"role": role, "name": name}
+    key = check_public(key)
+    rivals = sorted(
+        k
+        for k, v in table.items()
+        if k != key and role == NODE_ROLE and v.get("role") == NODE_ROLE and v.get("name") == name
+    )
+    if rivals and not replace:
+        raise RoostError(
+            "node-id-conflict",
+            f"another key is allowed as node {name!r} already: give --replace to revoke it and "
+            "allow this one, or revoke it first",
+            {"name": name, "keys": rivals},
+        )
+    for rival in rivals:
+        del table[rival]
+    previous = table.get(key)
+    table[key] = {"role": role, "name": name}
     _save(state_dir, table)
-    return {"key": key, "role": role, "name": name}
+    return {"key": key, "role": role, "name": name, "replaced": previous, "revoked": rivals}
 
 
-def revoke(state_dir: Path, ref: str) -> list[str]:
+def revoke(state_dir: Path, ref: str) -> dict[str, Any]:
+    """Revoke the key ``ref``, or, when no key is ``ref``, every key allowed under the name
+    ``ref``: ``{revoked: [keys], by: "key" | "name"}``."""
     table = allowed(state_dir)
-    gone = [k for k, v in table.items() if ref in (k, v.get("name"))]
+    by = "key" if ref in table else "name"
+    gone = [ref] if by == "key" else sorted(k for k, v in table.items() if v.get("name") == ref)
     if not gone:
-        raise RoostError("not-found", f"no authorised key {ref!r}", {"ref": ref})
+        raise RoostError("not-found", f"no authorised key or name {ref!r}", {"ref": ref})
     for key in gone:
         del table[key]
     _save(state_dir, table)
-    return gone
+    return {"revoked": gone, "by": by, "count": len(gone)}
 
 
 def is_loopback(endpoint: str) -> bool:

@@ -62,3 +62,14 @@ class Policy:
         if self.hub and role == NODE_ROLE and name and NODE_ID.match(name) and name != HUB:
             return node_address(name)
         return None
+
+    def conflict(self, address: str) -> RoostError:
+        """The refusal of a hello for an address a live peer of another process holds."""
+        node_id = node_of(address) if self.hub else None
+        what = (
+            f"node id {node_id!r} is linked already, from another node (a second node with "
+            "this id, or a copy of its key); this one stays unlinked while that one is linked"
+            if node_id
+            else f"{address!r} is held by another live process, which keeps it"
+        )
+        return RoostError("node-id-conflict", what, {"address": address})

@@ -80,6 +80,23 @@ class Registry:
         displaced = old if old is not None and old.routing_id != entry.routing_id else None
         return displaced
 
+    def live_holder(self, address: str, routing_id: bytes, incarnation: str) -> PeerEntry | None:
+        """The actor a hello for ``address`` would displace, when that is another live process.
+
+        The rule (PROTOCOL.md, ``hello``): the holder is displaced when it is the same peer
+        (the same routing id, or the same incarnation on a new connection, as after a reconnect)
+        or when it is dead (silent for more than DEAD_AFTER_BEATS beats). Otherwise it is the
+        holder returned here; the broker still asks whether its connection is open before it
+        refuses the hello ``node-id-conflict``."""
+        holder = self._by_address.get(address)
+        if holder is None or holder.routing_id == routing_id:
+            return None
+        if holder.incarnation == incarnation:
+            return None
+        if holder.last_seen < self._clock() - HEARTBEAT_S * DEAD_AFTER_BEATS:
+            return None
+        return holder
+
     def remove(self, address: str) -> PeerEntry | None:
         entry = self._by_address.pop(address, None) or self._clients.pop(address, None)
         if entry is not None:

@@ -37,6 +37,7 @@ class NetworkEndpoint:
     endpoint: str
     curve_secret: str = ""
     keys: AllowedKeys | None = None
+    events_port: int | None = None  # the PUB's port on the same host; None: one of its choosing
 
 
 @dataclass
@@ -120,9 +121,18 @@ class Broker:
                 zmq.ZAP_DOMAIN: b"roost",
             }
         router, pub = self._add_sockets(options)
-        router.bind(network.endpoint)
         host = network.endpoint.rsplit(":", 1)[0]
-        pub.bind(f"{host}:*")
+        port = "*" if network.events_port is None else str(network.events_port)
+        for sock, endpoint, field_ in (
+            (router, network.endpoint, "listen"),
+            (pub, f"{host}:{port}", "events-port"),
+        ):
+            try:
+                sock.bind(endpoint)
+            except zmq.ZMQError as err:
+                raise RoostError(
+                    "bad-request", f"cannot serve {endpoint}: {err.strerror}", {"field": field_}
+                ) from None
         self.events_endpoints.append(str(pub.getsockopt_string(zmq.LAST_ENDPOINT)))
         self.network = network
         self.gate.keys = network.keys
@@ -274,6 +284,7 @@ class Broker:
             raise RoostError("bad-request", "field 'address' must name an actor address")
         if not isinstance(incarnation, str):
             raise RoostError("bad-request", "field 'incarnation' must be a string")
+        self._check_holder(address, routing_id, incarnation)
         meta = dict(body.get("meta") or {}) if isinstance(body.get("meta"), dict) else {}
         meta["link"] = link  # the broker's to say, like a client's role
         entry = PeerEntry(address, routing_id, incarnation, self.registry.now(), meta)
@@ -287,6 +298,15 @@ class Broker:
         self._notify_node(
             {"event": "peer.up", "address": address, "incarnation": incarnation, "meta": meta}
         )
+
+    def _check_holder(self, address: str, routing_id: bytes, incarnation: str) -> None:
+        """The first live holder of an address keeps it (Registry.live_holder): a hello from
+        another process is refused, unless a send to the holder fails (its connection closed)."""
+        holder = self.registry.live_holder(address, routing_id, incarnation)
+        probe = p.Header(kind=p.PONG, sender="broker")  # harmless to a live peer
+        alive = {"registered": True, "incarnation": self.config.incarnation}
+        if holder is not None and self._send(holder.routing_id, probe, alive) is not False:
+            raise self.config.policy.conflict(address)
 
     def _check_key(self, routing_id: bytes) -> None:
         """A CURVE connection whose key was revoked is refused from its next message on, and its

@@ -7,7 +7,10 @@ trimmed; a hole in the offsets (a slow subscriber, a node restart) redraws the s
 
 Keys typed go to the session as ``session.input`` (committed to the event log before they are
 typed, like any input) unless ``--read-only``, the connection's role is ``observer``, stdin is not
-a terminal, or ``--json`` is given. ``Ctrl-]`` detaches; the session runs on. ``--resize`` makes
+a terminal, or ``--json`` is given. ``Ctrl-]`` detaches; the session runs on. After a few seconds
+of silence it asks whether the node (or hub) is still there (``roost.cli.liveness``): after a
+restart it subscribes again and redraws, a session that ended meanwhile ends the view, and a node
+gone for two minutes ends it with ``unavailable``. ``--resize`` makes
 the session's terminal the size of yours, and follows yours when it changes.
 
 With ``--json`` it prints JSON Lines: the screen first (``{"screen", "cursor", "offset", ...}``),
@@ -33,6 +36,7 @@ import zmq
 from roost.broker.client import Client, EventStream
 from roost.broker.errors import RoostError
 from roost.cli.context import Ctx, command
+from roost.cli.liveness import RETRY_FOR_S, Liveness
 from roost.cli.output import emit_json
 
 DETACH = b"\x1d"  # Ctrl-]
@@ -51,6 +55,7 @@ class Attachment:
     keyboard: bool  # stdin is a terminal to read keys from (for detaching, at least)
     writable: bool  # keys are sent to the session
     grant: str = ""
+    alive: Liveness | None = None  # asks after a silence whether the node is still there
     expected: int = 0  # the transcript offset the next output byte must have
     redraws: int = 0
     resized: bool = False
@@ -175,21 +180,26 @@ def attach(ctx: Ctx, ref: str, read_only: bool, fit: bool) -> None:
             writable=not (read_only or observer),
             grant=ctx.grant,
         )
-        stream = client.subscribe(f"o/{view.rid}", f"e/{view.rid}/record.state")
+        view.alive = Liveness(client, RETRY_FOR_S)
+        streams = [_subscribe(view)]
         try:
-            _run(view, stream, fit and view.writable and view.keyboard)
+            _run(view, streams, fit and view.writable and view.keyboard)
         finally:
-            stream.close()
+            streams[-1].close()
 
 
-def _run(view: Attachment, stream: EventStream, fit: bool) -> None:
+def _subscribe(view: Attachment) -> EventStream:
+    return view.client.subscribe(f"o/{view.rid}", f"e/{view.rid}/record.state")
+
+
+def _run(view: Attachment, streams: list[EventStream], fit: bool) -> None:
     stdin = sys.stdin.fileno() if view.keyboard else None
     winch = signal.getsignal(signal.SIGWINCH) if fit else None
     if fit:
         signal.signal(signal.SIGWINCH, lambda *_: setattr(view, "resized", True))
         view.fit()
     poller = zmq.Poller()
-    poller.register(stream.socket, zmq.POLLIN)
+    poller.register(streams[-1].socket, zmq.POLLIN)
     if stdin is not None:
         poller.register(stdin, zmq.POLLIN)
     ended = ""
@@ -197,7 +207,7 @@ def _run(view: Attachment, stream: EventStream, fit: bool) -> None:
         _status(view, _greeting(view))
         view.draw(first=True)
         try:
-            ended = _loop(view, stream, poller, stdin)
+            ended = _loop(view, streams, poller, stdin)
         except KeyboardInterrupt:
             ended = ""
         finally:
@@ -210,9 +220,17 @@ def _run(view: Attachment, stream: EventStream, fit: bool) -> None:
     _status(view, f"session {{}} is {ended}" if ended else "detached from {} ({}); it runs on")
 
 
-def _loop(view: Attachment, stream: EventStream, poller: zmq.Poller, stdin: int | None) -> str:
+def _loop(
+    view: Attachment, streams: list[EventStream], poller: zmq.Poller, stdin: int | None
+) -> str:
     while True:
         ready = dict(poller.poll(POLL_MS))
+        stream = streams[-1]
+        if not ready and view.alive is not None and view.alive.due():
+            ended = _recheck(view, streams, poller)
+            if ended:
+                return ended
+            continue
         if view.resized:
             view.resized = False
             view.fit()
@@ -233,10 +251,37 @@ def _loop(view: Attachment, stream: EventStream, poller: zmq.Poller, stdin: int 
             if got is None:
                 break
             topic, body = got
+            if view.alive is not None:
+                view.alive.heard()
             if topic.startswith("o/"):
                 view.output(body)
             elif (body.get("data") or {}).get("to") in ENDED:
                 return str(body["data"]["to"])
+
+
+def _recheck(view: Attachment, streams: list[EventStream], poller: zmq.Poller) -> str:
+    """After a silence: subscribe again if the node (or hub) restarted or moved its events,
+    then ask for the record: the state it ended in (missed while away), or a redraw."""
+    assert view.alive is not None
+    changed = view.alive.check()
+    if changed is None:
+        return ""
+    if changed:
+        poller.unregister(streams[-1].socket)
+        streams[-1].close()
+        streams[-1] = _subscribe(view)
+        poller.register(streams[-1].socket, zmq.POLLIN)
+    try:
+        state = view.call("session.show", {"id": view.rid})["record"]["state"]
+        if state in ENDED:
+            return str(state)
+        if changed:
+            view.draw()
+    except RoostError as err:
+        view.alive.lost(err)  # through a hub: the node's link not back yet (unreachable)
+    else:
+        view.alive.found()
+    return ""
 
 
 def _greeting(view: Attachment) -> str:

@@ -2,7 +2,10 @@
 
 ``events --follow`` subscribes first, then reads the log from ``--after``, and de-duplicates by
 sequence number, so nothing committed between the two is missed (PUB/SUB has slow joiners). With
-``--json`` and ``--follow`` it prints JSON Lines: one event document per line.
+``--json`` and ``--follow`` it prints JSON Lines: one event document per line. A follower that
+hears nothing for a few seconds asks whether the node (or hub) is still there and the same one
+(``roost.cli.liveness``): after a restart it subscribes again and reads the log from its last
+seq, so nothing is missed; a node or hub gone for ``--retry-for`` seconds fails ``unavailable``.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from typing import Any
 
 import click
 
-from roost.broker.client import Client
+from roost.broker.client import Client, EventStream
 from roost.broker.errors import RoostError
 from roost.cli.context import Ctx, command
+from roost.cli.liveness import RETRY_FOR_S, Liveness
 from roost.cli.output import console, emit_json
 
 
@@ -29,8 +33,17 @@ def _line(event: dict[str, Any]) -> str:
 @click.option("--id", "ref", help="only the events of one record (id or name)")
 @click.option("--limit", type=int, default=1000)
 @click.option("--follow", is_flag=True, help="keep printing new events as they are committed")
+@click.option(
+    "--retry-for",
+    type=float,
+    default=RETRY_FOR_S,
+    show_default=True,
+    help="--follow: seconds the node (or hub) may be unreachable before it fails unavailable",
+)
 @command
-def events(ctx: Ctx, after: int, ref: str | None, limit: int, follow: bool) -> None:
+def events(
+    ctx: Ctx, after: int, ref: str | None, limit: int, follow: bool, retry_for: float
+) -> None:
     """The node's durable event log, in sequence."""
     query: dict[str, Any] = {"after": after, "limit": limit}
     if ref:
@@ -44,30 +57,61 @@ def events(ctx: Ctx, after: int, ref: str | None, limit: int, follow: bool) -> N
             for event in doc["events"]:
                 console.print(_line(event), markup=False)
         return
-    _follow(ctx, query)
+    _follow(ctx, query, retry_for)
 
 
-def _follow(ctx: Ctx, query: dict[str, Any]) -> None:
+def _follow(ctx: Ctx, query: dict[str, Any], retry_for: float) -> None:
+    """Subscribe, read the log, print what comes; a silence is a question (Liveness): a node or
+    hub back after a restart is subscribed again and read from the last seq printed."""
     with ctx.client() as client:
         if query.get("id"):  # match events by record id, whatever the user named it by
             query["id"] = client.call("session.show", {"id": query["id"]})["record"]["id"]
+        alive = Liveness(client, retry_for)
         stream = client.subscribe("e/")
+        last = query["after"]
         try:
-            last = _catch_up(ctx, client, query, query["after"])
+            last = _catch_up(ctx, client, query, last)
             while True:
                 got = stream.recv(timeout=1.0)
-                if got is None:
-                    continue
-                event = got[1]
-                if event["seq"] > last + 1:  # a gap on PUB: fill it from the log
-                    last = _catch_up(ctx, client, query, last)
-                last = _print_event(ctx, event, last, query.get("id"))
+                if got is not None:
+                    alive.heard()
+                    if got[1]["seq"] > last + 1:  # a gap on PUB: fill it from the log
+                        last = _catch_up(ctx, client, query, last)
+                    last = _print_event(ctx, got[1], last, query.get("id"))
+                elif alive.due():
+                    stream, last = _recheck(ctx, client, alive, stream, query, last)
         except KeyboardInterrupt:
             pass
         except RoostError as err:
+            err.detail.setdefault("after", last)  # where `events --after` would go on from
             raise err
         finally:
             stream.close()
+
+
+def _recheck(
+    ctx: Ctx,
+    client: Client,
+    alive: Liveness,
+    stream: EventStream,
+    query: dict[str, Any],
+    last: int,
+) -> tuple[EventStream, int]:
+    """After a silence: subscribe again if the node or hub restarted (or moved its events), then
+    read what the log has after ``last``."""
+    changed = alive.check()
+    if changed is None:
+        return stream, last
+    if changed:
+        stream.close()
+        stream = client.subscribe("e/")  # subscribe first, then read: nothing falls between
+    try:
+        last = _catch_up(ctx, client, query, last)
+    except RoostError as err:
+        alive.lost(err)  # through a hub: the node's link not back yet (unreachable)
+    else:
+        alive.found()
+    return stream, last
 
 
 def _note_gap(doc: dict[str, Any], after: int) -> None:

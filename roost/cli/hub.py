@@ -26,16 +26,24 @@ def hub() -> None:
 
 @hub.command("up")
 @click.option("--listen", required=True, help="tcp://ADDRESS:PORT for nodes and clients (CURVE)")
+@click.option(
+    "--events-port",
+    type=int,
+    help="the port of the hub's event endpoint (default: the --listen port + 1)",
+)
 @command
-def up(ctx: Ctx, listen: str) -> None:
+def up(ctx: Ctx, listen: str, events_port: int | None) -> None:
     """Start the hub in the background; returns once it serves."""
     state_dir = private_dir(ctx.state_dir)
     argv = [sys.executable, "-m", "roost.actors.hub", "--state-dir", str(state_dir)]
+    if events_port is not None:
+        argv += ["--events-port", str(events_port)]
     line = launch_detached([*argv, "--listen", listen], private_dir(state_dir / "logs"), "hub")
     if ctx.json:
         emit_json(line)
         return
     console.print(f"hub serving on {line['endpoints']['router']} (pid {line['pid']})")
+    console.print(f"  events: {line['endpoints']['events']}")
     console.print(f"  server key: {line['server_key']}")
 
 

@@ -73,18 +73,34 @@ class KeyCommand(click.Command):
 @keys.command("allow", cls=KeyCommand)
 @click.argument("public")
 @click.option("--role", type=click.Choice(k.ROLES), default="operator")
-@click.option("--name", default="", help="a name to revoke it by")
+@click.option("--name", default="", help="a name to revoke it by (role node: the node id)")
+@click.option("--replace", is_flag=True, help="role node: revoke the key the node id has now")
 @command
-def allow(ctx: Ctx, public: str, role: str, name: str) -> None:
-    """Authorise a client's public key, with a role."""
-    doc = k.allow(ctx.state_dir, public, role, name)
-    emit_json(doc) if ctx.json else console.print(f"allowed {public} as {role}")
+def allow(ctx: Ctx, public: str, role: str, name: str, replace: bool) -> None:
+    """Authorise a public key, with a role. The same key again replaces its role and name; a
+    node id has one key (another is refused node-id-conflict without --replace)."""
+    doc = k.allow(ctx.state_dir, public, role, name, replace=replace)
+    if ctx.json:
+        emit_json(doc)
+        return
+    was = doc["replaced"]
+    console.print(
+        f"allowed {public} as {role}"
+        + (f" (was {was['role']} {was.get('name') or ''})" if was else "")
+    )
+    for key in doc["revoked"]:
+        console.print(f"revoked {key}, the key node {name} had")
 
 
 @keys.command("revoke", cls=KeyCommand)
 @click.argument("ref", metavar="KEY_OR_NAME")
 @command
 def revoke(ctx: Ctx, ref: str) -> None:
-    """Stop accepting a client key (its next connection is refused)."""
-    gone = k.revoke(ctx.state_dir, ref)
-    emit_json({"revoked": gone}) if ctx.json else console.print(f"revoked {', '.join(gone)}")
+    """Stop accepting a key, or every key allowed under a name (its next message is refused)."""
+    doc = k.revoke(ctx.state_dir, ref)
+    if ctx.json:
+        emit_json(doc)
+    elif doc["by"] == "key":
+        console.print(f"revoked {ref}")
+    else:
+        console.print(f"revoked {doc['count']} key(s) named {ref!r}: {', '.join(doc['revoked'])}")

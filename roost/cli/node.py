@@ -45,6 +45,11 @@ def _print_status(ctx: Ctx, doc: dict[str, Any]) -> None:
     console.print(f"  state dir: {doc['state_dir']}")
     for name, ep in doc["endpoints"].items():
         console.print(f"  {name}: {ep}")
+    if refused := (doc["endpoints"].get("hub") or {}).get("refused"):
+        console.print(
+            f"  hub link REFUSED: {refused['code']}: {refused['message']} "
+            f"(try {refused['attempts']}, next in {refused['retry_in_s']:g} s)"
+        )
     for address, info in sorted(doc.get("actors", {}).items()):
         health = info.get("health") or ("registered" if info.get("registered") else "absent")
         console.print(f"  {address:<28} {health:<10} pid {info.get('pid')}")

@@ -65,11 +65,12 @@ class Node:
         self.mark = uuid.uuid4().hex
         self.env = {**os.environ, "ROOST_STATE_DIR": str(self.state_dir), MARK: self.mark}
         self.env.pop("ROOST_TOKEN", None)
+        self.prefix: list[str] = []  # e.g. ["ip", "netns", "exec", NS]: the host it runs on
 
     def run(self, *args: str, check: bool = True, timeout: float = 60.0) -> dict[str, Any]:
         """``roost ARGS --json``; returns the document, raises CliError on an error document."""
         proc = subprocess.run(
-            [sys.executable, "-m", "roost", "--json", *args],
+            [*self.prefix, sys.executable, "-m", "roost", "--json", *args],
             env=self.env,
             capture_output=True,
             text=True,
@@ -161,9 +162,9 @@ class JsonLines:
     """``roost --json ARGS`` left running (attach, events --follow): its stdout lines parsed as
     they come, by a reader thread, so a test waits on them with deadlines."""
 
-    def __init__(self, env: dict[str, str], *args: str) -> None:
+    def __init__(self, env: dict[str, str], *args: str, prefix: tuple[str, ...] = ()) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "roost", "--json", *args],
+            [*prefix, sys.executable, "-m", "roost", "--json", *args],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ class Lab:
     endpoint: str
     hub_key: str
     me: Path  # the operator's key file
+    events_port: int = field(default_factory=free_port)  # the same at every start of the hub
 
     def remote(self, *args: str, node: str = "", key: Path | None = None) -> list[str]:
         # a z85 key may begin with "-": as an option's value it is still read as the value
@@ -53,7 +54,8 @@ class Lab:
         return self.hub.error(*self.remote(*args, node=node, key=key))
 
     def up_hub(self) -> dict[str, Any]:
-        return self.hub.run("hub", "up", "--listen", self.endpoint)
+        port = str(self.events_port)
+        return self.hub.run("hub", "up", "--listen", self.endpoint, "--events-port", port)
 
     def linked(self) -> dict[str, dict[str, Any]]:
         """The nodes linked to the hub now, by node id."""
@@ -384,10 +386,10 @@ def test_a_hub_key_may_begin_with_a_dash(node: Node) -> None:
 def test_a_node_key_beginning_with_a_dash_may_be_allowed(node: Node) -> None:
     key = _dash_key()
     allowed = node.run("keys", "allow", key, "--role", "node", "--name", "lab-a")
-    assert allowed == {"key": key, "role": "node", "name": "lab-a"}
-    assert node.run("keys", "revoke", key) == {"revoked": [key]}
+    assert allowed == {"key": key, "role": "node", "name": "lab-a", "replaced": None, "revoked": []}
+    assert node.run("keys", "revoke", key) == {"revoked": [key], "by": "key", "count": 1}
     again = node.run("keys", "allow", "--role", "observer", "--", key)  # the explicit way
-    assert again == {"key": key, "role": "observer", "name": ""}
+    assert again == {"key": key, "role": "observer", "name": "", "replaced": None, "revoked": []}
 
 
 def _linked_as(lab: Lab, name: str) -> zmq.Socket[Any]:

@@ -87,3 +87,11 @@ def test_a_node_never_registers_an_actor_by_key(role: str | None) -> None:
 def test_a_policy_is_a_value() -> None:
     assert Policy() == Policy(hub=False) != Policy(hub=True)
     assert hash(Policy(hub=True)) == hash(HUB)
+
+
+def test_a_taken_address_is_refused_node_id_conflict_naming_the_node_on_a_hub() -> None:
+    on_hub = HUB.conflict("lab-1/node")
+    assert on_hub.code == "node-id-conflict" and on_hub.detail == {"address": "lab-1/node"}
+    assert "node id 'lab-1' is linked already" in on_hub.message
+    on_node = NODE.conflict("session/r1")
+    assert on_node.code == "node-id-conflict" and "'session/r1' is held" in on_node.message

@@ -199,3 +199,30 @@ def test_an_active_client_is_not_the_one_evicted(
     reg.register(client("client/2", b"c2"))
     assert reg.lookup("client/1") is None
     assert reg.lookup("client/0") is not None
+
+
+def test_a_live_holder_of_another_incarnation_is_not_displaced(
+    reg: Registry, clock: FakeClock
+) -> None:
+    first = actor("lab-1/node", b"r1", clock.t, "i1")
+    reg.register(first)
+    clock.t += HEARTBEAT_S * DEAD_AFTER_BEATS  # still within its beats
+    assert reg.live_holder("lab-1/node", b"r2", "i2") is first  # a second process: refused
+
+
+def test_the_same_peer_or_a_dead_holder_may_be_displaced(reg: Registry, clock: FakeClock) -> None:
+    reg.register(actor("lab-1/node", b"r1", clock.t, "i1"))
+    assert reg.live_holder("lab-1/node", b"r1", "i2") is None  # the same connection
+    assert reg.live_holder("lab-1/node", b"r2", "i1") is None  # the same process reconnecting
+    assert reg.live_holder("other/node", b"r2", "i2") is None  # nobody holds it
+    clock.t += HEARTBEAT_S * DEAD_AFTER_BEATS + 0.01  # silent past its beats: dead
+    assert reg.live_holder("lab-1/node", b"r2", "i2") is None
+
+
+def test_a_holder_that_beats_stays_the_holder(reg: Registry, clock: FakeClock) -> None:
+    first = actor("session/r1", b"r1", clock.t, "i1")
+    reg.register(first)
+    for _ in range(10):
+        clock.t += HEARTBEAT_S
+        reg.touch(b"r1")
+        assert reg.live_holder("session/r1", b"r2", "i2") is first
