@@ -16,7 +16,9 @@ from roost.cli.output import console, emit_json
 
 @click.group("keys")
 def keys() -> None:
-    """The node's CURVE key pair and the client keys allowed to connect over the network."""
+    """The node's CURVE key pair and the client keys allowed to connect over the network.
+
+    In a shell, give a key in single quotes ('KEY'): z85 keys hold <>&()#!{}[] and more."""
 
 
 @keys.command("new")
