@@ -76,8 +76,9 @@ def _follow(ctx: Ctx, query: dict[str, Any], retry_for: float) -> None:
                 if got is not None:
                     alive.heard()
                     if got[1]["seq"] > last + 1:  # a gap on PUB: fill it from the log
-                        last = _catch_up(ctx, client, query, last)
-                    last = _print_event(ctx, got[1], last, query.get("id"))
+                        last = _fill(ctx, client, alive, query, last)
+                    if got[1]["seq"] <= last + 1:  # else the log has it: read at the next check
+                        last = _print_event(ctx, got[1], last, query.get("id"))
                 elif alive.due():
                     stream, last = _recheck(ctx, client, alive, stream, query, last)
         except KeyboardInterrupt:
@@ -87,6 +88,15 @@ def _follow(ctx: Ctx, query: dict[str, Any], retry_for: float) -> None:
             raise err
         finally:
             stream.close()
+
+
+def _fill(ctx: Ctx, client: Client, alive: Liveness, query: dict[str, Any], last: int) -> int:
+    """Read the log after ``last``; a node that does not answer now is asked again later."""
+    try:
+        return _catch_up(ctx, client, query, last)
+    except RoostError as err:
+        alive.lost(err)  # raises unless it is an outage still within --retry-for
+        return last
 
 
 def _recheck(
