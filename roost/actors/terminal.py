@@ -3,25 +3,58 @@
 Raw output is appended to ``transcript.bin`` under the session's directory (rotated at a bound,
 one older file kept); its byte offset runs across generations and rotations, so a client that saw
 offset N knows exactly what it missed. The screen is what a human would see now, rows joined by
-newlines.
+newlines. Escape sequences pyte does not know are taken out before it sees them (``escapes``), and
+one whose arguments a screen method still refuses is ignored, never raised out of ``feed`` (which
+would lose the rest of that read and its classification).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyte
+
+from roost.actors.escapes import EscapeFilter
+
+REFUSALS = (TypeError, ValueError, IndexError, KeyError)
+
+
+class Tolerant:
+    """The screen as pyte's parser calls it: a control whose arguments the screen method refuses
+    (a private form it lacks, such as ``CSI ? 996 n``; too many parameters) does nothing."""
+
+    def __init__(self, screen: pyte.Screen) -> None:
+        self._screen = screen
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._screen, name)
+        if name == "draw" or not callable(attr):
+            return attr
+        return _tolerant(attr)
+
+
+def _tolerant(method: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except REFUSALS:
+            return None
+
+    return call
 
 
 class Terminal:
     def __init__(self, rows: int, cols: int) -> None:
         self.screen = pyte.Screen(cols, rows)
-        self._stream = pyte.ByteStream(self.screen)
+        self._stream = pyte.ByteStream(Tolerant(self.screen))
+        self._escapes = EscapeFilter()
 
     def feed(self, data: bytes) -> None:
-        self._stream.feed(data)
+        self._stream.feed(self._escapes.feed(data))
 
     def resize(self, rows: int, cols: int) -> None:
         self.screen.resize(rows, cols)
