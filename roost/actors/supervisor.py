@@ -26,6 +26,7 @@ import zmq.asyncio
 
 from roost.actors import probe
 from roost.actors.checks import IdentityAndResume
+from roost.actors.classifying import ScreenClassifier
 from roost.actors.delivery import Deliverer
 from roost.actors.outbox import Outbox
 from roost.actors.peer import Peer
@@ -41,7 +42,6 @@ from roost.broker.errors import RoostError
 
 log = structlog.get_logger("roost.supervisor")
 
-CLASSIFY_DELAY = 0.15
 RETRY_S = 0.5
 
 
@@ -68,7 +68,7 @@ class Supervisor:
         self.identity: str | None = spec.get("provider_session")
         self.launched_at = time.time()
         self.checks = IdentityAndResume(self)
-        self._classify_task: asyncio.Task[None] | None = None
+        self.classifier = ScreenClassifier(self)
         self._input_lock = asyncio.Lock()
         peer.handlers.update(
             {
@@ -119,7 +119,7 @@ class Supervisor:
                     "data": data,
                 },
             )
-        self._schedule_classify()
+        self.classifier.changed()
 
     def _on_exit(self, status: ExitStatus) -> None:
         self.exit = status
@@ -179,35 +179,16 @@ class Supervisor:
                     return
                 await asyncio.sleep(RETRY_S)
 
-    def _schedule_classify(self) -> None:
-        if self._classify_task is None or self._classify_task.done():
-            self._classify_task = asyncio.get_running_loop().create_task(self._classify())
-
     def evidence(self) -> dict[str, Any] | None:
         if self.agent is None or self.agent.pty is None:
             return None
         return probe.sample(self.agent.pid, self.agent.pty.fd).to_wire()
 
-    async def _classify(self) -> None:
-        await asyncio.sleep(CLASSIFY_DELAY)
-        try:
-            result = await self.peer.call(
-                f"adapter/{self.provider}",
-                "adapter.classify",
-                {
-                    "screen": self.term.text(),
-                    "exited": self.exit is not None,
-                    "evidence": self.evidence(),
-                },
-                timeout=3.0,
-            )
-        except RoostError:
-            return
+    def classified(self, result: dict[str, Any]) -> None:
+        """The adapter's verdict on the screen; a change is reported to the node."""
         if result != self.classification:
             self.classification = result
             self.report("node.session.classified", {"classification": result})
-        if self.identity is None:
-            await self.checks.discover()
 
     def report(self, method: str, body: dict[str, Any]) -> None:
         """A durable report to the node (through the outbox, in order with everything else)."""
@@ -385,6 +366,7 @@ async def serve(spec: dict[str, Any], stop: asyncio.Event) -> None:
         stop.set()
     await stop.wait()
     await supervisor.shutdown(grace=2.0)
+    supervisor.classifier.close()
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

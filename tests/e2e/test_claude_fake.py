@@ -6,14 +6,17 @@ nothing here reads or writes the user's own ~/.claude.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import FAKES, TURN_KINDS, Node, activity
+from tests.e2e.conftest import FAKES, TURN_KINDS, Node, activity, wait_for
 
 FAKE = FAKES / "claude"
 
@@ -170,6 +173,53 @@ def test_a_permission_prompt_waits_for_a_human(node: Node, tmp_path: Path, proje
     node.run("key", rid, "enter")  # "1. Yes", by a human
     node.wait_screen(rid, "You said: make a file")
     node.wait_state(rid, "live")
+
+
+@contextlib.contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    """The process stopped (SIGSTOP) for the block, continued however the block ends."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def test_a_permission_screen_drawn_while_a_classification_is_in_flight_is_reported(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    """Issue 9.8: the screen changed while the adapter host was classifying the one before."""
+    adapters = node.up()["actors"]["adapters"]["pid"]
+    env = claude_env(tmp_path, "FAKE_CLAUDE_SCREEN=permission", "FAKE_CLAUDE_TOOL_MS=1000")
+    rid = node.run("spawn", "claude", "--cwd", str(project), *env)["record"]["id"]
+    activity(node, rid, "ready")
+    with stopped(adapters):  # the busy screen's classification waits on the adapter host
+        node.run("prompt", rid, "make a file")
+        node.wait_screen(rid, "Do you want to proceed?")  # drawn while it waits, then still
+    rec = node.wait_state(rid, "attention", timeout=30)
+    assert rec["attention"] == "permission" and rec["activity"] == "attention"
+
+
+def test_a_permission_screen_whose_classification_failed_is_reported(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    """Issue 9.8: the classification call failed (the adapter host did not answer in time)."""
+    adapters = node.up()["actors"]["adapters"]["pid"]
+    env = claude_env(tmp_path, "FAKE_CLAUDE_SCREEN=permission")
+    rid = node.run("spawn", "claude", "--cwd", str(project), *env)["record"]["id"]
+    activity(node, rid, "ready")
+    with stopped(adapters):
+        node.run("prompt", rid, "make a file")
+        node.wait_screen(rid, "Do you want to proceed?")
+        # the broker dropped the silent adapter host: the call in flight can no longer succeed
+        wait_for(
+            lambda: "adapter/claude" not in node.run("node", "status")["actors"],
+            30,
+            "the adapter host dropped by the broker",
+        )
+    rec = node.wait_state(rid, "attention", timeout=30)
+    assert rec["attention"] == "permission" and rec["activity"] == "attention"
 
 
 def test_a_slow_start_and_a_crash(node: Node, tmp_path: Path, project: Path) -> None:
