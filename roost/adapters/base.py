@@ -33,6 +33,7 @@ ATTENTION_REASONS = (
     "rate-limit",
     "offline",
     "update",
+    "question",
     "resume-unverified",
 )
 

@@ -10,7 +10,10 @@ Screens are read the way a person reads them. Claude draws its input box, a prom
 Every screen that needs a human (onboarding and login, folder trust, API key, permission, the resume
 picker) takes the box's place, so with no box the lowest such marker on the screen names the reason.
 With a box, only the answer since the last prompt is searched, for messages that stop the session
-(not logged in, rate limit, offline, update). What needs a human is reported, never answered.
+(not logged in, rate limit, offline, update), and the footer, where an idle claude without
+credentials says ``Not logged in · run /login``. A start-up question (``Make auto mode your default
+permission mode?``, or any question over a ``PROMPT`` choice in the box's place) is ``question``.
+What needs a human is reported, never answered.
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ DIALOGS: tuple[Marker, ...] = (
         re.compile(r"Do you want to (?:proceed|make this edit|create|allow|run)\b"),
     ),
     ("picker", re.compile(r"^\s*Resume session$|Enter to resume")),
+    ("question", re.compile(r"Make auto mode your default permission mode\?")),
     (
         "login",
         re.compile(
@@ -95,6 +99,11 @@ DIALOGS: tuple[Marker, ...] = (
     ),
     *MESSAGES,
 )
+# Below the input box: the footer of an idle claude that has no credentials.
+FOOTER: tuple[Marker, ...] = (("login", re.compile(r"Not logged in")),)
+# A choice of claude's own in the box's place: an indented PROMPT option under a question.
+CHOICE = re.compile(rf"^\s+{PROMPT} \S")
+QUESTION = re.compile(r"^\s*\S.*\?$")
 
 
 def is_session_id(value: str) -> bool:
@@ -180,9 +189,12 @@ def read_screen(screen: str) -> Classification:
         if HINT.match(line) or NO_CONVERSATION.search(line):
             return Classification(EXITED, detail=line.strip())
     if box is None:
-        found = _lowest(lines, DIALOGS)
+        found = _lowest(lines, DIALOGS) or _question(lines)
         return Classification(ATTENTION, *found) if found else Classification(STARTING)
     history = [line for line in lines[: box[0]] if line.strip()]
+    logged_out = _lowest(below, FOOTER)
+    if logged_out:
+        return Classification(ATTENTION, *logged_out)
     if any(BUSY_FOOTER in line for line in below) or (history and SPINNER.match(history[-1])):
         return Classification(BUSY)
     found = _lowest(_last_exchange(history), MESSAGES)
@@ -210,6 +222,15 @@ def _lowest(lines: list[str], markers: tuple[Marker, ...]) -> tuple[str, str] | 
             if pattern.search(line):
                 return reason, line.strip()[:200]
     return None
+
+
+def _question(lines: list[str]) -> tuple[str, str] | None:
+    """A question claude asks with a list of choices, none of the known dialogs: the question."""
+    choice = next((i for i in range(len(lines) - 1, -1, -1) if CHOICE.match(lines[i])), None)
+    if choice is None:
+        return None
+    asked = [line for line in lines[max(0, choice - 12) : choice] if QUESTION.match(line)]
+    return ("question", asked[-1].strip()[:200]) if asked else None
 
 
 def _last_exchange(history: list[str]) -> list[str]:

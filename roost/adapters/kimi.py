@@ -294,6 +294,11 @@ def _with_composer(lines: list[str], composer: int) -> Classification:
     return Classification(READY)
 
 
+# How kimi shows the cwd at the start of its status line when no model precedes it: absolute,
+# under HOME (``~``), or its last segments after ``…/`` (kimi's ``shortenCwd``).
+CWD_STARTS = ("/", "~", "…/")
+
+
 def _model_configured(lines: list[str], composer: int) -> bool:
     """The status line under the composer starts with the model, or with the cwd when none is
     set; without a status line, the welcome box says whether one is."""
@@ -302,7 +307,7 @@ def _model_configured(lines: list[str], composer: int) -> bool:
     )
     status = _nonblank(lines[bottom + 1 :])[:1] if bottom is not None else []
     if status:
-        return not status[0].startswith(("/", "~"))
+        return not status[0].startswith(CWD_STARTS)
     return not any(NOT_CONFIGURED.search(line) for line in lines)
 
 

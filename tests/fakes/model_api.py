@@ -16,6 +16,8 @@ The "model" is a few rules applied to the request's conversation:
 * The last user text contains ``TOOLTEST`` -> one shell tool call running ``echo hi``
   (Anthropic ``tool_use``, Responses ``function_call``, Chat ``tool_calls``); the tool is chosen
   from the request's own ``tools`` list so the call matches what that CLI offers.
+* ``PERMTEST`` -> the same, running ``touch made_by_mock.txt``: a command that writes, so a CLI in
+  a mode that asks first shows its permission prompt (``echo hi`` is let through unasked).
 * ``RECALL`` -> the text of the previous user prompt found in the request's history (proves the
   CLI resent the earlier turn).
 * ``SLOW`` -> the normal answer, streamed slowly (``slow_seconds`` in all), for busy screens.
@@ -86,6 +88,7 @@ JSON = dict[str, Any]
 HELLO = "Hello from the mock."
 TOOL_DONE = "Tool said hi."
 TOOL_COMMAND = "echo hi"
+PERM_COMMAND = "touch made_by_mock.txt"
 MODEL = "mock-model"
 
 # Prefixes of user-role text that CLIs inject as context rather than as the person's prompt
@@ -210,10 +213,17 @@ def chat_turns(body: JSON) -> list[Turn]:
 class Reply:
     """What the stand-in model decided to say: text, or one shell tool call."""
 
-    def __init__(self, text: str | None = None, tool: bool = False, slow: bool = False) -> None:
+    def __init__(
+        self,
+        text: str | None = None,
+        tool: bool = False,
+        slow: bool = False,
+        command: str = TOOL_COMMAND,
+    ) -> None:
         self.text = text
         self.tool = tool
         self.slow = slow
+        self.command = command
 
 
 def decide(turns: list[Turn]) -> Reply:
@@ -231,6 +241,8 @@ def decide(turns: list[Turn]) -> Reply:
         last = users[-1] if users else ""
     if "TOOLTEST" in last:
         return Reply(tool=True)
+    if "PERMTEST" in last:
+        return Reply(tool=True, command=PERM_COMMAND)
     if "RECALL" in last:
         earlier = prompts[-2] if len(prompts) >= 2 else "(no earlier turn)"
         return Reply(earlier)
@@ -294,8 +306,8 @@ def tool_names(body: JSON) -> list[str]:
     return names
 
 
-def shell_call(names: Iterable[str], api: str) -> tuple[str, JSON]:
-    """Pick the request's shell tool and build arguments that run ``echo hi``.
+def shell_call(names: Iterable[str], api: str, command: str = TOOL_COMMAND) -> tuple[str, JSON]:
+    """Pick the request's shell tool and build arguments that run ``command``.
 
     claude calls it ``Bash`` ({"command"}); kimi calls it ``Bash`` too. codex 0.171.0 offers
     ``exec_command`` ({"cmd"}, unified exec) and/or ``shell_command`` ({"command": str}); older
@@ -305,15 +317,15 @@ def shell_call(names: Iterable[str], api: str) -> tuple[str, JSON]:
     by_lower = {n.lower(): n for n in offered}
     if api == "responses":
         if "exec_command" in offered:
-            return "exec_command", {"cmd": TOOL_COMMAND}
+            return "exec_command", {"cmd": command}
         if "shell_command" in offered:
-            return "shell_command", {"command": TOOL_COMMAND}
+            return "shell_command", {"command": command}
         if "shell" in offered or not offered:
-            return "shell", {"command": ["bash", "-lc", TOOL_COMMAND]}
+            return "shell", {"command": ["bash", "-lc", command]}
     for want in ("bash", "shell", "run_shell_command", "shell_command"):
         if want in by_lower:
-            return by_lower[want], {"command": TOOL_COMMAND}
-    return "Bash", {"command": TOOL_COMMAND}
+            return by_lower[want], {"command": command}
+    return "Bash", {"command": command}
 
 
 # -- the server ----------------------------------------------------------------------------------
@@ -461,7 +473,7 @@ class _Handler(BaseHTTPRequestHandler):
         msg_id = _new_id("msg_mock_")
         usage_in = _estimate_tokens(body)
         if reply.tool:
-            name, args = shell_call(tool_names(body), "anthropic")
+            name, args = shell_call(tool_names(body), "anthropic", reply.command)
             block: JSON = {"type": "tool_use", "id": _new_id("toolu_mock_"), "name": name}
             content: list[JSON] = [{**block, "input": args}]
             stop = "tool_use"
@@ -547,7 +559,7 @@ class _Handler(BaseHTTPRequestHandler):
         resp_id = _new_id("resp_mock_")
         item_id = _new_id("msg_mock_" if not reply.tool else "fc_mock_")
         if reply.tool:
-            name, args = shell_call(tool_names(body), "responses")
+            name, args = shell_call(tool_names(body), "responses", reply.command)
             args_json = json.dumps(args)
             item: JSON = {
                 "id": item_id,
@@ -643,7 +655,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
         call: JSON | None = None
         if reply.tool:
-            name, args = shell_call(tool_names(body), "chat")
+            name, args = shell_call(tool_names(body), "chat", reply.command)
             call = {
                 "id": _new_id("call_mock_"),
                 "type": "function",

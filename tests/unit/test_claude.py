@@ -63,6 +63,12 @@ SCREENS: dict[str, tuple[str, str | None]] = {
     "claude-resume-picker.txt": (ATTENTION, "picker"),
     "claude-screen1.txt": (ATTENTION, "offline"),
     "claude-screen1b.txt": (ATTENTION, "offline"),
+    # issue 9.9: the start-up question of a user whose settings chose manual mode
+    "claude-auto-mode-question.txt": (ATTENTION, "question"),
+    "claude-manual-idle.txt": (READY, None),  # after "No, keep manual mode"
+    "claude-manual-perm.txt": (ATTENTION, "permission"),  # PERMTEST in manual mode
+    # issue 9.10: no credentials; only the footer says so
+    "claude-noauth-idle.txt": (ATTENTION, "login"),
 }
 
 
@@ -155,6 +161,18 @@ def box_screen(*history: str, box: str = IDLE_BOX) -> str:
             (ATTENTION, "permission"),
         ),
         ("No conversation found with session ID: " + SID, (EXITED, None)),
+        # the footer of an idle claude without credentials (issue 9.10)
+        (
+            box_screen(box=IDLE_BOX + "        Not logged in · run /login"),
+            (ATTENTION, "login"),
+        ),
+        # another start-up question of claude's own, over a list of choices (issue 9.9)
+        (
+            f"{RULE}\n  Switch to the newer model?\n\n  \u276f Yes, switch\n    No, keep it",
+            (ATTENTION, "question"),
+        ),
+        # a choice with no question above it is not one
+        (f"{RULE}\n  Loading\n\n  \u276f Yes", (STARTING, None)),
     ],
 )
 def test_synthetic_screens(screen: str, expected: tuple[str, str | None]) -> None:

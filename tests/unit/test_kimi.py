@@ -51,6 +51,8 @@ SCREENS: dict[str, tuple[str, str | None]] = {
     "kimi-screen1.txt": (ATTENTION, "trust"),
     "kimi-screen2.txt": (ATTENTION, "login"),  # composer, but "Model: not set"
     "kimi-screen3.txt": (ATTENTION, "login"),  # "Error: LLM not set"
+    # issue 9.10: no model; the status line shows the cwd shortened to "…/runs/kimi-noauth/proj"
+    "kimi-nomodel-idle.txt": (ATTENTION, "login"),
 }
 
 
@@ -209,6 +211,16 @@ def test_an_unknown_error_leaves_the_session_ready() -> None:
 def test_no_model_in_the_status_line_is_login_even_with_the_welcome_box_gone() -> None:
     shown = "\n".join(["✨ hi", *BOX, " /srv/work/proj  master [±]", "  context: 0%"])
     assert ADAPTER.classify(shown, exited=False).reason == "login"
+
+
+@pytest.mark.parametrize("cwd", ["~/proj", "~", "…/runs/kimi-noauth/proj", "/srv/work/proj"])
+def test_a_status_line_that_starts_with_the_cwd_has_no_model(cwd: str) -> None:
+    """kimi shortens the cwd to ``~/...`` under HOME and to its last segments after ``…/``."""
+    shown = "\n".join(
+        ["✨ hi", *BOX, f" {cwd}     /goal next to queue follow-up work", "  context: 0%"]
+    )
+    seen = ADAPTER.classify(shown, exited=False)
+    assert (seen.state, seen.reason) == (ATTENTION, "login")
 
 
 def test_a_model_set_after_the_welcome_box_was_drawn_is_ready() -> None:

@@ -478,3 +478,14 @@ def test_standalone_process_ready_file(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def test_permtest_calls_a_command_that_writes(api: ModelApi) -> None:
+    """PERMTEST: a tool call a CLI asks permission for (``echo hi`` is let through unasked)."""
+    tools = [{"name": "Bash", "input_schema": {}}]
+    user = {"role": "user", "content": [{"type": "text", "text": "PERMTEST please"}]}
+    events = sse(api, "/v1/messages", {"model": "m", "messages": [user], "tools": tools})
+    partial = "".join(
+        d["delta"]["partial_json"] for _, d in events if d["type"] == "content_block_delta"
+    )
+    assert json.loads(partial) == {"command": "touch made_by_mock.txt"}
