@@ -229,3 +229,14 @@ def activity(node: Node, ref: str, wanted: str, timeout: float = 15.0) -> dict[s
         timeout,
         f"{ref} to be {wanted}",
     )
+
+
+@contextlib.contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    """The process stopped (SIGSTOP) for the block, continued however the block ends."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)

@@ -6,17 +6,14 @@ nothing here reads or writes the user's own ~/.claude.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import signal
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import FAKES, TURN_KINDS, Node, activity, wait_for
+from tests.e2e.conftest import FAKES, TURN_KINDS, Node, activity, stopped, wait_for
 
 FAKE = FAKES / "claude"
 
@@ -173,17 +170,6 @@ def test_a_permission_prompt_waits_for_a_human(node: Node, tmp_path: Path, proje
     node.run("key", rid, "enter")  # "1. Yes", by a human
     node.wait_screen(rid, "You said: make a file")
     node.wait_state(rid, "live")
-
-
-@contextlib.contextmanager
-def stopped(pid: int) -> Iterator[None]:
-    """The process stopped (SIGSTOP) for the block, continued however the block ends."""
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
 
 
 def test_a_permission_screen_drawn_while_a_classification_is_in_flight_is_reported(

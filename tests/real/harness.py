@@ -102,22 +102,43 @@ def base_env(home: Path) -> dict[str, str]:
     return {"PATH": path, "HOME": str(home), "LANG": "C.UTF-8", "TERM": "xterm-256color"}
 
 
-def claude_env(root: Path, api: ModelApi, cwd: Path, *, onboarded: bool = True) -> dict[str, str]:
+def claude_env(
+    root: Path,
+    api: ModelApi,
+    cwd: Path,
+    *,
+    onboarded: bool = True,
+    manual: bool = False,
+    asks_auto_mode: bool = False,
+    token: bool = True,
+) -> dict[str, str]:
+    """``manual``: user settings choose manual permission mode (``defaultMode: "default"``), so
+    writing commands ask first; with ``asks_auto_mode`` claude then starts with its question "Make
+    auto mode your default permission mode?" (``hasSeenAutoDefaultNudge`` unset). ``token``
+    False: no credentials at all (claude's footer says "Not logged in · run /login")."""
     config = root / "claude"
     config.mkdir(parents=True, exist_ok=True)
     if onboarded:
-        state = {
+        state: dict[str, Any] = {
             "hasCompletedOnboarding": True,
             "projects": {str(cwd): {"hasTrustDialogAccepted": True}},
         }
+        if not asks_auto_mode:
+            state["hasSeenAutoDefaultNudge"] = True
         (config / ".claude.json").write_text(json.dumps(state))
-    return {
+    if manual:
+        settings = {"permissions": {"defaultMode": "default"}}
+        (config / "settings.json").write_text(json.dumps(settings))
+    env = {
         **base_env(root / "home"),
         "CLAUDE_CONFIG_DIR": str(config),
         "ANTHROPIC_BASE_URL": api.url,
         "ANTHROPIC_AUTH_TOKEN": "mock-token",
         "DISABLE_AUTOUPDATER": "1",
     }
+    if not token:
+        del env["ANTHROPIC_AUTH_TOKEN"]
+    return env
 
 
 def codex_env(root: Path, api: ModelApi, cwd: Path, *, trusted: bool = True) -> dict[str, str]:
@@ -149,9 +170,25 @@ def kimi_work_dir_key(cwd: Path) -> str:
     return f"wd_{slug}_{hashlib.sha256(norm.encode()).hexdigest()[:12]}"
 
 
-def kimi_env(root: Path, api: ModelApi, cwd: Path, *, trusted: bool = True) -> dict[str, str]:
+def kimi_env(
+    root: Path, api: ModelApi, cwd: Path, *, trusted: bool = True, model: bool = True
+) -> dict[str, str]:
+    """``model`` False: a config with no provider and no model (kimi shows "Model: not set")."""
     home = root / "kimi"
     home.mkdir(parents=True, exist_ok=True)
+    if not model:
+        (home / "config.toml").write_text("telemetry = false\n")
+    else:
+        _kimi_config(home, api)
+    if trusted:
+        trust = home / "workspace-trust"
+        trust.mkdir(exist_ok=True)
+        record = {"root": str(cwd), "trustedAt": int(time.time() * 1000)}
+        (trust / kimi_work_dir_key(cwd)).write_text(json.dumps(record))
+    return {**base_env(root / "home"), "KIMI_CODE_HOME": str(home)}
+
+
+def _kimi_config(home: Path, api: ModelApi) -> None:
     (home / "config.toml").write_text(
         "\n".join(
             [
@@ -172,12 +209,6 @@ def kimi_env(root: Path, api: ModelApi, cwd: Path, *, trusted: bool = True) -> d
         )
         + "\n"
     )
-    if trusted:
-        trust = home / "workspace-trust"
-        trust.mkdir(exist_ok=True)
-        record = {"root": str(cwd), "trustedAt": int(time.time() * 1000)}
-        (trust / kimi_work_dir_key(cwd)).write_text(json.dumps(record))
-    return {**base_env(root / "home"), "KIMI_CODE_HOME": str(home)}
 
 
 # -- running a CLI -------------------------------------------------------------------------------

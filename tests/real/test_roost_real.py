@@ -4,6 +4,9 @@ For each CLI: spawn in pty mode, the screen classified ready, a prompt answered 
 provider session id captured, stop, node restart, cold resume by id, a second prompt answered in the
 same conversation (the stand-in sees the earlier turn in its request); then the same in stream
 mode with a tool call; and an unauthenticated start classified attention(login) with nothing typed.
+Screens that need a human (issue 9): claude's permission prompt while the adapter host is stopped
+(SIGSTOP) long enough for its classification to fail; claude's start-up question in manual mode;
+claude without credentials and kimi without a model, attention at once with nothing typed.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import Node, wait_for
+from tests.e2e.conftest import Node, stopped, wait_for
 from tests.fakes.model_api import ModelApi
 from tests.real.harness import MODULES, Cli, base_env, claude_env, codex_env, kimi_env
 
@@ -81,15 +84,16 @@ def _spawn_pty_resume_and_stream(
 
 
 def _unauthenticated_is_login(
-    node: Node, cli: Cli, binvar: str, env: dict[str, str], cwd: Path
+    node: Node, cli: Cli, binvar: str, env: dict[str, str], cwd: Path, reason: str = "login"
 ) -> None:
+    """The screen needs a human from the start: attention with ``reason``, nothing typed."""
     node.up()
     args = _env_args({**env, binvar: cli.argv[-1]})
     node.run("spawn", cli.name, "--name", "fresh", "--cwd", str(cwd), *args)
     seen = wait_for(
         lambda: r if (r := node.record("fresh"))["state"] == "attention" else None, 60, "attention"
     )
-    assert seen["attention"] == "login", seen
+    assert seen["attention"] == reason, seen
     assert not [e for e in node.events() if e["kind"] == "session.input"]
 
 
@@ -108,6 +112,56 @@ def test_claude_unauthenticated_start_needs_a_human(
     env = claude_env(tmp_path / "homes", model_api, cwd, onboarded=False)
     # a first start that reaches the API walks through onboarding to the login (PROVIDERS 1.4b)
     _unauthenticated_is_login(node, claude, "ROOST_CLAUDE_BIN", env, cwd)
+
+
+def test_claude_logged_out_idle_screen_is_login(
+    node: Node, claude: Cli, model_api: ModelApi, tmp_path: Path
+) -> None:
+    """Issue 9.10: onboarded, no credentials: only the idle footer says "Not logged in"."""
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+    env = claude_env(tmp_path / "homes", model_api, cwd, token=False)
+    _unauthenticated_is_login(node, claude, "ROOST_CLAUDE_BIN", env, cwd)
+    assert "Not logged in" in node.screen("fresh")
+
+
+def test_claude_start_up_question_needs_a_human(
+    node: Node, claude: Cli, model_api: ModelApi, tmp_path: Path
+) -> None:
+    """Issue 9.9: settings that choose manual mode make claude ask about auto mode first."""
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+    env = claude_env(tmp_path / "homes", model_api, cwd, manual=True, asks_auto_mode=True)
+    _unauthenticated_is_login(node, claude, "ROOST_CLAUDE_BIN", env, cwd, reason="question")
+    assert "Make auto mode your default permission mode?" in node.screen("fresh")
+
+
+def test_claude_permission_prompt_is_reported_after_a_failed_classification(
+    node: Node, claude: Cli, model_api: ModelApi, tmp_path: Path
+) -> None:
+    """Issue 9.8: the prompt appears while the adapter host is stopped; the classification call
+    in flight fails (the broker drops the silent host); the prompt is still reported."""
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+    env = claude_env(tmp_path / "homes", model_api, cwd, manual=True)
+    adapters = node.up()["actors"]["adapters"]["pid"]
+    args = _env_args({**env, "ROOST_CLAUDE_BIN": claude.argv[-1]})
+    node.run("spawn", "claude", "--name", "perm", "--cwd", str(cwd), *args)
+    _activity(node, "perm", "ready")
+    with stopped(adapters):
+        node.run("prompt", "perm", "please PERMTEST")
+        node.wait_screen("perm", "Do you want to proceed?", timeout=60)
+        wait_for(
+            lambda: "adapter/claude" not in node.run("node", "status")["actors"],
+            30,
+            "the adapter host dropped by the broker",
+        )
+    seen = wait_for(
+        lambda: r if (r := node.record("perm"))["state"] == "attention" else None, 60, "attention"
+    )
+    assert seen["attention"] == "permission", seen
+    assert not (cwd / "made_by_mock.txt").exists()  # nobody answered it
+    node.run("stop", "perm")
 
 
 def test_codex_through_roost(node: Node, codex: Cli, model_api: ModelApi, tmp_path: Path) -> None:
@@ -138,3 +192,15 @@ def test_kimi_through_roost(node: Node, kimi: Cli, model_api: ModelApi, tmp_path
     cwd.mkdir()
     env = kimi_env(tmp_path / "homes", model_api, cwd)
     _spawn_pty_resume_and_stream(node, _kimi_bin(kimi), "ROOST_KIMI_BIN", env, cwd, model_api)
+
+
+def test_kimi_without_a_model_is_login(
+    node: Node, kimi: Cli, model_api: ModelApi, tmp_path: Path
+) -> None:
+    """Issue 9.10: no model configured: "Model: not set", and the status line starts with the
+    cwd (shortened to "…/..." for a deep one), not a model name."""
+    cwd = tmp_path / "runs" / "kimi-noauth" / "proj"
+    cwd.mkdir(parents=True)
+    env = kimi_env(tmp_path / "homes", model_api, cwd, model=False)
+    _unauthenticated_is_login(node, _kimi_bin(kimi), "ROOST_KIMI_BIN", env, cwd)
+    assert "Model:     not set" in node.screen("fresh")
