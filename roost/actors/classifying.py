@@ -52,7 +52,10 @@ class ScreenClassifier:
                 result = await self._call()
             except RoostError as err:
                 self.unclassified, self.failures = True, self.failures + 1
-                log.warning("classify-failed", code=err.code, failures=self.failures, retry_s=retry)
+                if self.failures & (self.failures - 1) == 0:  # 1, 2, 4, 8...: a long outage
+                    log.warning(  # (the node away for hours) does not fill the log
+                        "classify-failed", code=err.code, failures=self.failures, retry_s=retry
+                    )
                 await asyncio.sleep(retry)
                 retry = min(retry * 2, RETRY_S[1])
                 continue
