@@ -25,7 +25,11 @@ from __future__ import annotations
 
 import re
 
-CSI = re.compile(rb"\x1b\[([\x30-\x3f]*)([\x20-\x2f]*)([\x40-\x7e])")
+# A CSI that may be one pyte does not know: a marker (``<=>?``) or ``:`` among its parameters, or
+# intermediate bytes. Plain ones (SGR, cursor motion: most of the output) never reach the callback.
+CSI = re.compile(
+    rb"\x1b\[(?=[\x30-\x3f]*[:<=>?\x20-\x2f])([\x30-\x3f]*)([\x20-\x2f]*)([\x40-\x7e])"
+)
 STRING = re.compile(rb"\x1b[P_^X].*?(?:\x1b\\|\x07)", re.DOTALL)
 # The start of a sequence that may still be incomplete at the end of a read.
 OPEN_STRING = re.compile(rb"\x1b[P_^X]")
