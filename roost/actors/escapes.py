@@ -15,7 +15,8 @@ queries), holds these:
 * CSIs with intermediate bytes: DECRQM ``CSI ? 2026 $ p`` (claude, codex), cursor style
   ``CSI 0 SP q`` (codex); and with ``:`` sub-parameters (``CSI 4:3 m``), whose tail pyte drew;
 * string controls: APC ``ESC _ G ... ESC \\`` (claude's kitty graphics query; pyte printed its
-  body), and likewise DCS ``ESC P``, PM ``ESC ^``, SOS ``ESC X``, up to ST (``ESC \\``) or BEL.
+  body), and likewise DCS ``ESC P``, PM ``ESC ^``, SOS ``ESC X``, up to ST (``ESC \\``), BEL,
+  CAN, SUB or the next escape sequence.
 
 What pyte handles (SGR, cursor motion, erases, ``CSI ? n h/l`` modes, OSC titles and hyperlinks)
 passes through untouched. A sequence split across two reads is held back until it is complete.
@@ -30,7 +31,9 @@ import re
 CSI = re.compile(
     rb"\x1b\[(?=[\x30-\x3f]*[:<=>?\x20-\x2f])([\x30-\x3f]*)([\x20-\x2f]*)([\x40-\x7e])"
 )
-STRING = re.compile(rb"\x1b[P_^X].*?(?:\x1b\\|\x07)", re.DOTALL)
+# A string control ends at ST (ESC \), BEL, CAN or SUB, or where another escape sequence begins
+# (as in a terminal's parser), so a stray opener costs the bytes up to the next ESC, not the rest.
+STRING = re.compile(rb"\x1b[P_^X][^\x1b\x07\x18\x1a]*(?:\x1b\\|[\x07\x18\x1a]|(?=\x1b[^\\]))")
 # The start of a sequence that may still be incomplete at the end of a read.
 OPEN_STRING = re.compile(rb"\x1b[P_^X]")
 OPEN_CSI = re.compile(rb"\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*)?\Z")

@@ -151,6 +151,12 @@ def test_an_unterminated_string_is_held_then_dropped_whole() -> None:
     assert filt.feed(b"\x1b\\b") == b"b"
 
 
+def test_a_string_control_ends_where_the_next_sequence_begins() -> None:
+    """A stray opener swallows only up to the next ESC, as in a terminal's parser."""
+    assert EscapeFilter().feed(b"a\x1b_oops\x1b[31mb\x1bPx\x18c") == b"a\x1b[31mbc"
+    assert screen(b"a\x1b_oops\x1b[31mb") == "ab"
+
+
 def test_a_refused_control_costs_only_itself() -> None:
     """A CSI whose parameters a pyte screen method refuses (too many) changes nothing."""
     assert screen(b"ab\x1b[1;2;3Acd") == "abcd"
