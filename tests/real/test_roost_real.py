@@ -83,7 +83,7 @@ def _spawn_pty_resume_and_stream(
     )
 
 
-def _unauthenticated_is_login(
+def _needs_a_human_at_start(
     node: Node, cli: Cli, binvar: str, env: dict[str, str], cwd: Path, reason: str = "login"
 ) -> None:
     """The screen needs a human from the start: attention with ``reason``, nothing typed."""
@@ -111,7 +111,7 @@ def test_claude_unauthenticated_start_needs_a_human(
     cwd.mkdir()
     env = claude_env(tmp_path / "homes", model_api, cwd, onboarded=False)
     # a first start that reaches the API walks through onboarding to the login (PROVIDERS 1.4b)
-    _unauthenticated_is_login(node, claude, "ROOST_CLAUDE_BIN", env, cwd)
+    _needs_a_human_at_start(node, claude, "ROOST_CLAUDE_BIN", env, cwd)
 
 
 def test_claude_logged_out_idle_screen_is_login(
@@ -121,7 +121,7 @@ def test_claude_logged_out_idle_screen_is_login(
     cwd = tmp_path / "proj"
     cwd.mkdir()
     env = claude_env(tmp_path / "homes", model_api, cwd, token=False)
-    _unauthenticated_is_login(node, claude, "ROOST_CLAUDE_BIN", env, cwd)
+    _needs_a_human_at_start(node, claude, "ROOST_CLAUDE_BIN", env, cwd)
     assert "Not logged in" in node.screen("fresh")
 
 
@@ -132,7 +132,7 @@ def test_claude_start_up_question_needs_a_human(
     cwd = tmp_path / "proj"
     cwd.mkdir()
     env = claude_env(tmp_path / "homes", model_api, cwd, manual=True, asks_auto_mode=True)
-    _unauthenticated_is_login(node, claude, "ROOST_CLAUDE_BIN", env, cwd, reason="question")
+    _needs_a_human_at_start(node, claude, "ROOST_CLAUDE_BIN", env, cwd, reason="question")
     assert "Make auto mode your default permission mode?" in node.screen("fresh")
 
 
@@ -179,7 +179,7 @@ def test_codex_unauthenticated_start_needs_a_human(
     home = tmp_path / "homes" / "codex"
     home.mkdir(parents=True)  # no config, no credentials: codex asks how to sign in
     env = {**base_env(tmp_path / "homes" / "home"), "CODEX_HOME": str(home)}
-    _unauthenticated_is_login(node, codex, "ROOST_CODEX_BIN", env, cwd)
+    _needs_a_human_at_start(node, codex, "ROOST_CODEX_BIN", env, cwd)
 
 
 def _kimi_bin(kimi: Cli) -> Cli:
@@ -202,5 +202,5 @@ def test_kimi_without_a_model_is_login(
     cwd = tmp_path / "runs" / "kimi-noauth" / "proj"
     cwd.mkdir(parents=True)
     env = kimi_env(tmp_path / "homes", model_api, cwd, model=False)
-    _unauthenticated_is_login(node, _kimi_bin(kimi), "ROOST_KIMI_BIN", env, cwd)
+    _needs_a_human_at_start(node, _kimi_bin(kimi), "ROOST_KIMI_BIN", env, cwd)
     assert "Model:     not set" in node.screen("fresh")
