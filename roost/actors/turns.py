@@ -87,7 +87,11 @@ class TurnRunner:
         }
         if op:
             body["op"] = {"id": op, "method": "session.turn", "record": record}
-        accepted = await self.peer.call("state", "state.turn.begin", body)
+        try:
+            accepted = await self.peer.call("state", "state.turn.begin", body)
+        except RoostError as err:
+            log.warning("turn-begin-unanswered", turn=turn_id, code=err.code)
+            raise
         if accepted.get("duplicate"):
             return {"accepted": True, "duplicate": True, **accepted}
         env = {**spec["env"], **(plan.get("env") or {})}
