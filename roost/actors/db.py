@@ -170,6 +170,12 @@ def append_event(conn: sqlite3.Connection, event: dict[str, Any]) -> dict[str, A
     }
 
 
+def event_seq(conn: sqlite3.Connection, eid: str) -> int | None:
+    """The seq of the event with this event id, if it is in the log."""
+    row = conn.execute("SELECT seq FROM events WHERE eid=?", (eid,)).fetchone()
+    return int(row[0]) if row else None
+
+
 def _event(row: sqlite3.Row) -> dict[str, Any]:
     return {
         "seq": row["seq"],

@@ -19,7 +19,7 @@ import structlog
 
 from roost.actors import records as r
 from roost.actors.launcher import Launcher, agent_env, process_started, still_running
-from roost.actors.loss import interrupt_turns, kill_session_processes, salvage_spool
+from roost.actors.loss import clear_facts, interrupt_turns, kill_session_processes, salvage_spool
 from roost.actors.peer import Peer
 from roost.actors.records import Record
 from roost.actors.terminal import session_dir
@@ -377,11 +377,13 @@ class Sessions:
         active = record.active or {}
         kill_session_processes(active)
         directory = self.state_dir / "sessions" / record.id
-        _, learned = await salvage_spool(self.peer, record, directory)
+        salvaged = await salvage_spool(self.peer, record, directory)
+        learned = salvaged.provider_session
         identity: dict[str, Any] = {}
         if learned and record.provider_session is None:  # keep what makes it resumable by id
             identity = {"provider_session": learned}
-        interrupted = await interrupt_turns(self.peer, record, reason)
+        interrupted = await interrupt_turns(self.peer, record, reason, salvaged.facts)
+        clear_facts(directory)
         lost = {
             "kind": "session.lost",
             "record": record.id,

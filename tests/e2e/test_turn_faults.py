@@ -121,9 +121,7 @@ def test_a_store_killed_between_result_and_turn_end_keeps_the_result(
     assert node.run("node", "status")["actors"]["state"]["restarts"] == 1
 
 
-def test_a_supervisor_killed_before_its_turn_end_was_delivered(
-    node: Node, tmp_path: Path
-) -> None:
+def test_a_supervisor_killed_before_its_turn_end_was_delivered(node: Node, tmp_path: Path) -> None:
     """Finding 4: the supervisor dies with the turn's end (and a line before it) in its spool,
     after the result line was delivered; the node's salvage records the turn as it ended."""
     status = node.up()
