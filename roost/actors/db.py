@@ -303,6 +303,17 @@ def running_turns(conn: sqlite3.Connection, record_id: str) -> list[dict[str, An
     return [_turn(r) for r in rows]
 
 
+def orphan_turns(conn: sqlite3.Connection, active: frozenset[str]) -> list[dict[str, Any]]:
+    """Running turns whose record is in none of the ``active`` states (per record, by index)."""
+    marks = ",".join("?" * len(active))
+    rows = conn.execute(
+        "SELECT t.* FROM records r JOIN turns t ON t.record_id = r.id AND t.state='running' "
+        f"WHERE r.state NOT IN ({marks})",
+        sorted(active),
+    ).fetchall()
+    return [_turn(r) for r in rows]
+
+
 def end_turn(conn: sqlite3.Connection, turn_id: str, state: str, result: Any) -> bool:
     """Close a running turn; False when it had already ended (ending is idempotent)."""
     cur = conn.execute(

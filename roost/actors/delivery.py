@@ -91,12 +91,13 @@ class Deliverer:
         self.on_identity = on_identity
 
     def _stamp(self, entry: Entry, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        instance = entry.get("i") or self.instance  # the spooling supervisor's, when it says
         return [
             {
                 **e,
                 "record": entry["record"],
                 "generation": entry["generation"],
-                "eid": f"{self.instance}:{entry['n']}:{i}",
+                "eid": f"{instance}:{entry['n']}:{i}",
             }
             for i, e in enumerate(events)
         ]

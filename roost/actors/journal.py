@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.actors import db
 from roost.actors.peer import Peer
+from roost.actors.records import ACTIVE_STATES
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
@@ -64,6 +65,7 @@ class Journal:
             "turn.begin",
             "turn.end",
             "turn.interrupt",
+            "turn.orphans",
             "turn.get",
             "turn.latest",
         ):
@@ -166,6 +168,10 @@ class Journal:
             return {"interrupted": ended}, published
 
         return await self.store.write(mutation)
+
+    async def _turn_orphans(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """Turns still ``running`` whose record is not active (no supervisor should own them)."""
+        return {"turns": db.orphan_turns(self.store.conn, ACTIVE_STATES)}
 
     async def _turn_get(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         return {"turn": db.get_turn(self.store.conn, f.req_str(body, "id", max_len=128))}

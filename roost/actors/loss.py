@@ -14,8 +14,10 @@ interrupted turn keeps what the provider said (``result``, ``is_error``).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from roost.actors.delivery import FACTS, Deliverer, Facts, finished, interrupted
 from roost.actors.launcher import still_running
 from roost.actors.outbox import mark_delivered, pending
 from roost.actors.peer import Peer
-from roost.actors.records import Record
+from roost.actors.records import ACTIVE_STATES, Record
 from roost.broker.errors import RoostError
 
 log = structlog.get_logger("roost.loss")
@@ -110,3 +112,37 @@ async def interrupt_turns(
 def clear_facts(directory: Path) -> None:
     """The loss is settled: no turn of the dead supervisor needs its facts any more."""
     (directory / FACTS).unlink(missing_ok=True)
+
+
+async def settle_orphans(
+    peer: Peer,
+    sessions_dir: Path,
+    registered: set[str],
+    locks: Mapping[str, asyncio.Lock],
+    find: Callable[[str], Awaitable[Record]],
+) -> list[str]:
+    """Turns still running whose record is no longer active and whose supervisor is not
+    registered (it died after its session was stopped, or left when fenced, with the turn's end
+    still in its spool): the spool is delivered, then what still runs is ``interrupted``
+    (reason ``orphaned``). Returns the ids of the turns this ended."""
+    reply = await peer.call("state", "state.turn.orphans", {})
+    ended: list[str] = []
+    for record_id in sorted({str(turn["record"]) for turn in reply["turns"]}):
+        if f"session/{record_id}" in registered or locks[record_id].locked():
+            continue  # a supervisor may still be delivering its spool
+        async with locks[record_id]:
+            record = await find(record_id)
+            if record.state in ACTIVE_STATES:
+                continue
+            directory = sessions_dir / record_id
+            salvaged = await salvage_spool(peer, record, directory)
+            interrupted = await interrupt_turns(peer, record, "orphaned", salvaged.facts)
+            clear_facts(directory)
+            log.warning(
+                "turns-orphaned",
+                record=record_id,
+                delivered=salvaged.delivered,
+                interrupted=interrupted,
+            )
+            ended += interrupted
+    return ended

@@ -62,7 +62,7 @@ class Supervisor:
         self.deliver = Deliverer(
             peer, self.provider, self.instance_id, self._render, self._learn, directory=self.dir
         )
-        self.outbox = Outbox(self.dir, self.deliver)
+        self.outbox = Outbox(self.dir, self.deliver, instance=self.instance_id)
         self.agent: PtyAgent | None = None
         self.turns: TurnRunner | None = None
         self.exit: ExitStatus | None = None

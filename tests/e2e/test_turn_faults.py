@@ -91,7 +91,7 @@ def _serving_again(node: Node, old: int) -> bool:
 
 
 def _assert_completed(node: Node, turn: str, op: str) -> None:
-    done = node.run("turn", "s", "--wait", "--wait-timeout", "60")
+    done = node.run("turn", "s", "--wait", "--wait-timeout", "45", timeout=90)
     assert done["turn"]["id"] == turn
     assert done["turn"]["state"] == "completed", done["turn"]
     assert done["turn"]["result"]["result"] == ANSWER and done["turn"]["result"]["exit"] == 0
@@ -160,6 +160,28 @@ def test_a_supervisor_killed_while_its_provider_had_finished_is_interrupted(
     assert ended["result"]["reason"] == "supervisor-gone"
     assert ended["result"]["result"] == ANSWER
     assert node.run("op", "F4b")["state"] == "interrupted"
+
+
+def test_a_turn_end_left_in_the_spool_of_a_stopped_session_is_delivered(
+    node: Node, tmp_path: Path
+) -> None:
+    """Finding 1, the node's side: the session is stopped (dormant) while its supervisor still
+    holds the turn's end undelivered, and the supervisor dies. No supervisor owns the running
+    turn any more: the node's sweep delivers the spool, and the turn ends as it did."""
+    status = node.up()
+    rec, directory, release = _held_session(node, tmp_path)
+    turn = node.run("turn", "s", "/tool echo kept", "--op", "F1b")["turn"]
+    wait_for(lambda: _result_delivered(directory), 20, "the result line to be delivered")
+    with _stopped(status["actors"]["adapters"]["pid"]):
+        release.write_text("echo: released\n")
+        wait_for(lambda: _spooled_end(directory, turn), 20, "the turn's end spooled")
+        assert node.run("stop", "s")["record"]["state"] == "dormant"
+        assert _spooled_end(directory, turn), "the stopped supervisor still holds the end"
+        _kill(rec["active"]["pid"])
+    _assert_completed(node, turn, "F1b")
+    released = [e for e in node.events() if e["kind"] == "session.stderr"]
+    assert [e["data"]["line"] for e in released] == ["echo: released"]  # delivered once
+    assert node.record("s")["state"] == "dormant"
 
 
 def _roost(node: Node, *args: str) -> subprocess.Popen[str]:
