@@ -27,6 +27,7 @@ from typing import Any
 import psutil
 
 from roost.actors.outbox import pending
+from roost.broker.client import Client
 from tests.e2e.conftest import Node, wait_for
 
 ANSWER = "echo: /tool echo kept"
@@ -195,6 +196,12 @@ def _roost(node: Node, *args: str) -> subprocess.Popen[str]:
     )
 
 
+def _screen_turn(client: Client, record_id: str) -> str | None:
+    shown = client.call("session.show", {"id": record_id, "screen": True}, timeout=10)
+    turn: str | None = shown.get("turn")
+    return turn
+
+
 def _log_has(path: Path, event: str) -> bool:
     with contextlib.suppress(OSError):
         for line in path.read_text().splitlines():
@@ -217,12 +224,13 @@ def test_a_turn_begin_that_timed_out_but_was_committed_still_ends(node: Node) ->
     rec = node.run("spawn", "echo", "--name", "s", "--mode", "stream")["record"]
     directory = node.state_dir / "sessions" / rec["id"]
     store, adapters = status["actors"]["state"]["pid"], status["actors"]["adapters"]["pid"]
-    with _stopped(adapters):
+    with node.client() as watcher, _stopped(adapters):
         client = _roost(node, "turn", "s", "late commit", "--op", "F1")
         try:
-            # the node has looked the op up and forwarded the turn: the supervisor accepts it
+            # the node has looked the op up and forwarded the turn: the supervisor accepts it,
+            # waiting for the adapter (asked in-process: its 10-s deadline must not pass first)
             wait_for(
-                lambda: node.run("show", "s", "--screen").get("turn") == "(accepting)",
+                lambda: _screen_turn(watcher, rec["id"]) == "(accepting)",
                 20,
                 "the supervisor to be accepting the turn",
             )
