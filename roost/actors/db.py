@@ -170,6 +170,12 @@ def append_event(conn: sqlite3.Connection, event: dict[str, Any]) -> dict[str, A
     }
 
 
+def event_seq(conn: sqlite3.Connection, eid: str) -> int | None:
+    """The seq of the event with this event id, if it is in the log."""
+    row = conn.execute("SELECT seq FROM events WHERE eid=?", (eid,)).fetchone()
+    return int(row[0]) if row else None
+
+
 def _event(row: sqlite3.Row) -> dict[str, Any]:
     return {
         "seq": row["seq"],
@@ -293,6 +299,17 @@ def latest_turn(conn: sqlite3.Connection, record_id: str) -> dict[str, Any] | No
 def running_turns(conn: sqlite3.Connection, record_id: str) -> list[dict[str, Any]]:
     rows = conn.execute(
         "SELECT * FROM turns WHERE record_id=? AND state='running'", (record_id,)
+    ).fetchall()
+    return [_turn(r) for r in rows]
+
+
+def orphan_turns(conn: sqlite3.Connection, active: frozenset[str]) -> list[dict[str, Any]]:
+    """Running turns whose record is in none of the ``active`` states (per record, by index)."""
+    marks = ",".join("?" * len(active))
+    rows = conn.execute(
+        "SELECT t.* FROM records r JOIN turns t ON t.record_id = r.id AND t.state='running' "
+        f"WHERE r.state NOT IN ({marks})",
+        sorted(active),
     ).fetchall()
     return [_turn(r) for r in rows]
 

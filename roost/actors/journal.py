@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.actors import db
 from roost.actors.peer import Peer
+from roost.actors.records import ACTIVE_STATES
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
@@ -64,6 +65,7 @@ class Journal:
             "turn.begin",
             "turn.end",
             "turn.interrupt",
+            "turn.orphans",
             "turn.get",
             "turn.latest",
         ):
@@ -84,7 +86,9 @@ class Journal:
         return await self.store.write(mutation)
 
     async def _turn_begin(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        """Create a running turn, its accepted operation and its input event, atomically."""
+        """Create a running turn, its accepted operation and its input event, atomically. A turn
+        id seen before answers ``{turn, seq, state}`` and does nothing (a supervisor repeats a
+        begin the store did not answer in time: it may have been committed late)."""
         turn = f.opt_map(body, "turn")
         for key in ("id", "record", "text"):
             f.text(turn, key)
@@ -93,6 +97,11 @@ class Journal:
         events = check_events(body)
 
         def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            if (again := db.get_turn(self.store.conn, turn["id"])) is not None:
+                # a repeated begin (the first one's reply was lost): what became of the turn
+                eid = next((e.get("eid") for e in events if e.get("eid")), None)
+                seq = db.event_seq(self.store.conn, eid) if eid else None
+                return {"turn": again["id"], "seq": seq, "state": again["state"]}, []
             if op is not None and (seen := db.get_op(self.store.conn, op["id"])) is not None:
                 return {"duplicate": True, "op": seen, **(seen["result"] or {})}, []
             db.begin_turn(self.store.conn, {**turn, "op": op["id"] if op else None})
@@ -159,6 +168,10 @@ class Journal:
             return {"interrupted": ended}, published
 
         return await self.store.write(mutation)
+
+    async def _turn_orphans(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """Turns still ``running`` whose record is not active (no supervisor should own them)."""
+        return {"turns": db.orphan_turns(self.store.conn, ACTIVE_STATES)}
 
     async def _turn_get(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         return {"turn": db.get_turn(self.store.conn, f.req_str(body, "id", max_len=128))}

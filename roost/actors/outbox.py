@@ -61,8 +61,11 @@ def mark_delivered(directory: Path, n: int) -> None:
 class Outbox:
     """Ordered, durable delivery with retry; ``deliver`` raises RoostError on failure."""
 
-    def __init__(self, directory: Path, deliver: Deliver, *, retry: float = 0.3) -> None:
+    def __init__(
+        self, directory: Path, deliver: Deliver, *, retry: float = 0.3, instance: str = ""
+    ) -> None:
         self.directory, self._deliver, self._retry = directory, deliver, retry
+        self._instance = instance  # in each entry ("i"): whoever delivers it stamps the same eids
         self._queue: list[Entry] = pending(directory)
         self._n: int = max([read_ack(directory), *(int(e["n"]) for e in self._queue)])
         self._fh = open(directory / SPOOL, "ab")  # noqa: SIM115 - held for the supervisor's life
@@ -75,6 +78,8 @@ class Outbox:
         """Append durably (flushed to the OS before returning) and wake the flusher."""
         self._n += 1
         entry = {**entry, "n": self._n}
+        if self._instance:
+            entry["i"] = self._instance
         self._fh.write(msgpack.packb(entry, use_bin_type=True))
         self._fh.flush()
         self._queue.append(entry)

@@ -19,7 +19,13 @@ import structlog
 
 from roost.actors import records as r
 from roost.actors.launcher import Launcher, agent_env, process_started, still_running
-from roost.actors.loss import interrupt_turns, kill_session_processes, salvage_spool
+from roost.actors.loss import (
+    clear_facts,
+    interrupt_turns,
+    kill_session_processes,
+    salvage_spool,
+    settle_orphans,
+)
 from roost.actors.peer import Peer
 from roost.actors.records import Record
 from roost.actors.terminal import session_dir
@@ -28,6 +34,7 @@ from roost.broker.errors import RoostError
 log = structlog.get_logger("roost.sessions")
 
 ATTACH_TIMEOUT = 20.0
+ORPHAN_SWEEPS = 5  # every 5th sweep (and the first) looks for turns no supervisor owns
 
 
 def _state_event(record: Record, state: str, **data: Any) -> dict[str, Any]:
@@ -50,6 +57,7 @@ class Sessions:
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.cleaning = 0  # losses being settled: the node answers busy to a shutdown meanwhile
+        self._sweeps = 0
 
     # -- state store helpers -------------------------------------------------------------------
 
@@ -377,11 +385,13 @@ class Sessions:
         active = record.active or {}
         kill_session_processes(active)
         directory = self.state_dir / "sessions" / record.id
-        _, learned = await salvage_spool(self.peer, record, directory)
+        salvaged = await salvage_spool(self.peer, record, directory)
+        learned = salvaged.provider_session
         identity: dict[str, Any] = {}
         if learned and record.provider_session is None:  # keep what makes it resumable by id
             identity = {"provider_session": learned}
-        interrupted = await interrupt_turns(self.peer, record, reason)
+        interrupted = await interrupt_turns(self.peer, record, reason, salvaged.facts)
+        clear_facts(directory)
         lost = {
             "kind": "session.lost",
             "record": record.id,
@@ -429,6 +439,14 @@ class Sessions:
                     fresh, _ = await self.find(record.id)
                     if fresh.state in r.ACTIVE_STATES and fresh.generation == record.generation:
                         await self.lost(fresh, reason="supervisor-gone")
+        self._sweeps += 1
+        if self._sweeps % ORPHAN_SWEEPS == 1:
+            await settle_orphans(
+                self.peer, self.state_dir / "sessions", registered, self.locks, self._find_record
+            )
+
+    async def _find_record(self, ref: str) -> Record:
+        return (await self.find(ref))[0]
 
     async def forget(self, record: Record) -> Record:
         r.check_forget(record)

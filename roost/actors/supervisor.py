@@ -59,8 +59,10 @@ class Supervisor:
         self.dir = Path(spec["session_dir"])
         self.term = Terminal(spec["rows"], spec["cols"])
         self.transcript = Transcript(self.dir)
-        self.deliver = Deliverer(peer, self.provider, self.instance_id, self._render, self._learn)
-        self.outbox = Outbox(self.dir, self.deliver)
+        self.deliver = Deliverer(
+            peer, self.provider, self.instance_id, self._render, self._learn, directory=self.dir
+        )
+        self.outbox = Outbox(self.dir, self.deliver, instance=self.instance_id)
         self.agent: PtyAgent | None = None
         self.turns: TurnRunner | None = None
         self.exit: ExitStatus | None = None
@@ -136,7 +138,10 @@ class Supervisor:
         self._finishing = asyncio.get_running_loop().create_task(self._finish())
 
     async def _finish(self) -> None:
-        """Leave once the node has everything (however long it is away)."""
+        """Leave once the node has everything (however long it is away), a turn whose begin
+        the state store has not answered yet included."""
+        if self.turns is not None:
+            await self.turns.settled()
         while not await self.outbox.drained(60.0):
             pass
         self._stop.set()

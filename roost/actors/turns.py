@@ -1,9 +1,11 @@
 """Stream-mode turns in a supervisor: one headless provider process per turn, same conversation.
 
 A turn is accepted only after the state store committed it (turn row, its operation, its
-user-input event, in one transaction). Its process then runs to its end whatever happens to the
-client; each output line goes to the outbox (and the transcript) as it arrives, and the turn's end
-follows them. One turn at a time per session.
+user-input event, in one transaction). A begin the store did not answer in time is repeated until
+it does (the store may have committed it late): a turn is never left ``running`` with no process.
+Its process then runs to its end whatever happens to the client; each output line goes to the
+outbox (and the transcript) as it arrives, and the turn's end follows them. One turn at a time per
+session.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from typing import Any
 import structlog
 
 from roost.actors.lines import LINE_CAP, Lines
-from roost.actors.outbox import Outbox
+from roost.actors.outbox import TRANSIENT, Outbox
 from roost.actors.peer import Peer
 from roost.actors.terminal import Terminal, Transcript
 from roost.broker.errors import RoostError
 
 log = structlog.get_logger("roost.turns")
 CHUNK = 65536
+BEGIN_RETRY_S = 0.5
 
 
 class TurnRunner:
@@ -41,6 +44,9 @@ class TurnRunner:
         self.proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._closing = False  # the session is stopping: no turn starts any more
+        self._settled = asyncio.Event()
+        self._settled.set()
 
     async def start(self, text: str, op: str) -> dict[str, Any]:
         if self.running is not None:
@@ -48,11 +54,17 @@ class TurnRunner:
                 "busy", "a turn is already running in this session", {"turn": self.running}
             )
         self.running = "(accepting)"  # reserved across the awaits below: one turn at a time
+        self._settled.clear()
         try:
             return await self._start(text, op)
         finally:
             if self.running == "(accepting)":
                 self.running = None
+            self._settled.set()
+
+    async def settled(self) -> None:
+        """Return once no turn is being accepted (a begin is never left unresolved)."""
+        await self._settled.wait()
 
     async def _start(self, text: str, op: str) -> dict[str, Any]:
         spec = self.spec
@@ -73,23 +85,15 @@ class TurnRunner:
             },
         )
         turn_id = "t" + uuid.uuid4().hex[:11]
-        record, generation = spec["record_id"], spec["generation"]
-        body: dict[str, Any] = {
-            "turn": {"id": turn_id, "record": record, "generation": generation, "text": text},
-            "events": [
-                {
-                    "kind": "session.input",
-                    "record": record,
-                    "generation": generation,
-                    "data": {"input": "turn", "text": text, "turn": turn_id},
-                }
-            ],
-        }
-        if op:
-            body["op"] = {"id": op, "method": "session.turn", "record": record}
-        accepted = await self.peer.call("state", "state.turn.begin", body)
+        accepted = await self._begin(self._begin_body(turn_id, text, op))
         if accepted.get("duplicate"):
             return {"accepted": True, "duplicate": True, **accepted}
+        reply = {"accepted": True, "turn": turn_id, "seq": accepted.get("seq")}
+        if accepted.get("state", "running") != "running":
+            return reply  # committed by an attempt whose reply was lost, and ended since
+        if self._closing:  # the session was stopped while the store kept the turn waiting
+            self._end(turn_id, None, "stopped")
+            return reply
         env = {**spec["env"], **(plan.get("env") or {})}
         try:
             self.proc = await asyncio.create_subprocess_exec(
@@ -102,11 +106,49 @@ class TurnRunner:
             )
         except OSError as exc:
             self._end(turn_id, 127, f"cannot start the provider: {exc.strerror}")
-            return {"accepted": True, "turn": turn_id, "seq": accepted.get("seq")}
+            return reply
         self.running = turn_id
         self._show(f"\r\n> {text}\r\n")
         self._task = asyncio.get_running_loop().create_task(self._pump(turn_id, self.proc))
-        return {"accepted": True, "turn": turn_id, "seq": accepted.get("seq")}
+        return reply
+
+    def _begin_body(self, turn_id: str, text: str, op: str) -> dict[str, Any]:
+        record, generation = self.spec["record_id"], self.spec["generation"]
+        body: dict[str, Any] = {
+            "turn": {"id": turn_id, "record": record, "generation": generation, "text": text},
+            "events": [
+                {
+                    "kind": "session.input",
+                    "record": record,
+                    "generation": generation,
+                    "data": {"input": "turn", "text": text, "turn": turn_id},
+                    "eid": f"{self.spec['instance_id']}:turn:{turn_id}",
+                }
+            ],
+        }
+        if op:
+            body["op"] = {"id": op, "method": "session.turn", "record": record}
+        return body
+
+    async def _begin(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``state.turn.begin`` until the store answers. A call that timed out may have been
+        applied (a stalled store commits it when it runs again), so it is repeated with the same
+        turn id, which the store answers once, until the store says what became of the turn."""
+        turn_id, attempts = body["turn"]["id"], 0
+        while True:
+            attempts += 1
+            try:
+                accepted = await self.peer.call("state", "state.turn.begin", body)
+            except RoostError as err:
+                if err.code not in TRANSIENT:
+                    raise
+                if attempts == 1:
+                    log.warning("turn-begin-unanswered", turn=turn_id, code=err.code)
+                await asyncio.sleep(BEGIN_RETRY_S)
+                continue
+            if attempts > 1:
+                log.info("turn-begin-settled", turn=turn_id, attempts=attempts)
+            return accepted
 
     def _show(self, text: str) -> None:
         data = text.encode()
@@ -181,7 +223,7 @@ class TurnRunner:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
 
-    def _end(self, turn_id: str, code: int, reason: str | None) -> None:
+    def _end(self, turn_id: str, code: int | None, reason: str | None) -> None:
         self.outbox.put(
             {
                 "t": "turn-end",
@@ -209,7 +251,9 @@ class TurnRunner:
 
     async def stop(self, grace: float = 3.0) -> None:
         """Stopping a session ends its running turn's process: SIGTERM, then SIGKILL after the
-        grace; the turn ends ``failed`` with reason ``stopped`` (its end is always written)."""
+        grace; the turn ends ``failed`` with reason ``stopped`` (its end is always written), as
+        does a turn whose acceptance is still waiting for the state store once it is accepted."""
+        self._closing = True
         proc, task = self.proc, self._task
         if proc is None or task is None or proc.returncode is not None:
             return

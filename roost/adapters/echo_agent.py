@@ -10,7 +10,9 @@ so roost's cold resume is real, not simulated.
     python -m roost.adapters.echo_agent -p TEXT --output-format stream-json --resume ID
                                                             # one headless turn, claude's shape
 In headless mode a prompt ``/tool echo X`` makes a tool call and its result first. For tests:
-``ROOST_ECHO_DELAY_MS`` paces the JSON lines, ``ROOST_ECHO_FAIL=1`` ends the turn with an error.
+``ROOST_ECHO_DELAY_MS`` paces the JSON lines, ``ROOST_ECHO_FAIL=1`` ends the turn with an error,
+``ROOST_ECHO_HOLD_FILE=PATH`` makes a headless turn wait, after its result line, until PATH exists
+and then write what PATH holds (if anything) on stderr before it exits (a test's chosen moment).
 Session files live in ``$ROOST_ECHO_HOME`` (default ``~/.roost-echo``)/sessions/ID.jsonl.
 """
 
@@ -152,10 +154,22 @@ def headless(args: argparse.Namespace) -> int:
             "num_turns": turns + 1,
         }
     )
+    hold(os.environ.get("ROOST_ECHO_HOLD_FILE"))
     if not failed:
         with path.open("a") as fh:
             fh.write(json.dumps({"ts": time.time(), "user": text, "assistant": answer}) + "\n")
     return 1 if failed else 0
+
+
+def hold(path: str | None) -> None:
+    """Wait until ``path`` exists (a test releases the turn at the moment it chose)."""
+    if not path:
+        return
+    while not Path(path).exists():
+        time.sleep(0.02)
+    said = Path(path).read_text().strip()
+    if said:
+        print(said, file=sys.stderr, flush=True)
 
 
 def ticker(interval: float) -> None:
