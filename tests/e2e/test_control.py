@@ -333,7 +333,8 @@ def test_claims_refuse_others_fence_old_grants_and_lapse(node: Node) -> None:
     assert node.run("release", rid, taken)["released"]
     assert node.run("prompt", rid, "anyone")["accepted"]
 
-    short = node.run("claim", rid, "--lease-ms", "500")["claim"]["grant"]
+    # long enough that the next CLI call starts within it on a loaded machine (2 cores, CI)
+    short = node.run("claim", rid, "--lease-ms", "4000")["claim"]["grant"]
     assert node.error("prompt", rid, "too early")["code"] == "not-claimed"
 
     def lapsed() -> dict[str, Any] | None:
@@ -343,7 +344,7 @@ def test_claims_refuse_others_fence_old_grants_and_lapse(node: Node) -> None:
             return None
         return doc
 
-    assert wait_for(lapsed, 10, "the short lease to lapse")["accepted"]
+    assert wait_for(lapsed, 20, "the short lease to lapse")["accepted"]
     stale = node.error("prompt", rid, "late holder", "--grant", short)
     assert stale["code"] == "stale-grant" and stale["detail"]["reason"] == "lapsed"
     node.wait_screen(rid, "echo: lapsed")
