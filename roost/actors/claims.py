@@ -46,6 +46,12 @@ class Grant:
         return {"grant": self.grant_id, **self.public(now)}
 
 
+def _stale(grant_id: str, why: str) -> RoostError:
+    return RoostError(
+        "stale-grant", f"the grant is no longer valid ({why})", {"grant": grant_id, "reason": why}
+    )
+
+
 def _what(key: str) -> str:
     return "the node" if key == NODE else f"record {key}"
 
@@ -105,12 +111,7 @@ class Claims:
         current = self._current(record_id)
         if grant_id:
             if current is None or current.grant_id != grant_id:
-                why = self._retired.get(grant_id, "not a grant of this record")
-                raise RoostError(
-                    "stale-grant",
-                    f"the grant is no longer valid ({why})",
-                    {"grant": grant_id, "reason": why},
-                )
+                raise _stale(grant_id, self._retired.get(grant_id, "not a grant of this record"))
             return
         if current is not None:
             raise RoostError(
@@ -118,6 +119,13 @@ class Claims:
                 f"{_what(record_id)} is claimed by another client",
                 current.public(self._clock()),
             )
+
+    def check_retired(self, grant_id: str) -> None:
+        """A grant that has ended is refused whatever the request names, also a record that is
+        no longer there (a forgotten one): the claims are checked before anything else."""
+        why = self._retired.get(grant_id)
+        if why is not None:
+            raise _stale(grant_id, why)
 
     def release(self, record_id: str, grant_id: str) -> None:
         self.check(record_id, grant_id)

@@ -84,9 +84,7 @@ class Control:
         if h.method in NODE_WIDE:
             self.claims.check(NODE, h.grant)
         elif isinstance(ref, str) and ref:
-            record, _ = await self.sessions.find(ref)
-            record_id = record.id
-            self.claims.check(record.id, h.grant)
+            record_id = await self._claimed(ref, h.grant)
         if not h.op:
             return await handler(h, body)
         if len(h.op) > 128:
@@ -102,6 +100,18 @@ class Control:
             entry[1] -= 1
             if entry[1] == 0:
                 self._op_locks.pop(h.op, None)
+
+    async def _claimed(self, ref: str, grant: str) -> str:
+        """The id of the record ``ref`` names, once its claims admit ``grant``; a grant that has
+        ended is ``stale-grant`` also when the record is gone (forgotten)."""
+        try:
+            record, _ = await self.sessions.find(ref)
+        except RoostError as err:
+            if err.code == "not-found" and grant:
+                self.claims.check_retired(grant)
+            raise
+        self.claims.check(record.id, grant)
+        return record.id
 
     async def _once(
         self, handler: Handler, h: p.Header, body: dict[str, Any], record_id: str | None
@@ -142,9 +152,10 @@ class Control:
         return {"claim": self.claims.get(grant.record_id)}
 
     async def release(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        record, _ = await self.sessions.find(f.req_str(body, "id"))
-        self.claims.release(record.id, f.req_str(body, "grant", max_len=64))
-        return {"released": True, "record": record.id}
+        ref, grant = f.req_str(body, "id"), f.req_str(body, "grant", max_len=64)
+        record_id = await self._claimed(ref, grant)
+        self.claims.release(record_id, grant)
+        return {"released": True, "record": record_id}
 
     def node_wide(self, handler: Handler) -> Handler:
         """A node-wide mutation that is not a session's: refused while another client holds

@@ -239,7 +239,12 @@ class Daemon:
             write_node_info(
                 self.state_dir,
                 NodeInfo(
-                    self.node_id, self.incarnation, os.getpid(), self.router_ep, self.events_ep
+                    self.node_id,
+                    self.incarnation,
+                    os.getpid(),
+                    self.router_ep,
+                    self.events_ep,
+                    self.endpoints().get("network"),
                 ),
             )
             tasks.append(asyncio.create_task(node.sweep_loop()))

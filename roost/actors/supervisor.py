@@ -310,6 +310,7 @@ class Supervisor:
             "generation": self.generation,
             "classification": self.classification or None,
             "turn": self.turns.running if self.turns else None,
+            "accepting": self.turns.accepting if self.turns else False,
             "undelivered": self.outbox.size,
         }
 

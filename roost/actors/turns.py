@@ -26,6 +26,7 @@ from roost.broker.errors import RoostError
 log = structlog.get_logger("roost.turns")
 CHUNK = 65536
 BEGIN_RETRY_S = 0.5
+ACCEPT_WAIT_S = 5.0  # how long a racing turn waits for the one being accepted (node: 10 s)
 
 
 class TurnRunner:
@@ -45,22 +46,39 @@ class TurnRunner:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._closing = False  # the session is stopping: no turn starts any more
-        self._settled = asyncio.Event()
+        self._settled = asyncio.Event()  # clear while a turn is being accepted
         self._settled.set()
 
     async def start(self, text: str, op: str) -> dict[str, Any]:
+        """Accept one turn. A turn arriving while another is being accepted waits (up to
+        ACCEPT_WAIT_S) for that one's outcome, so that ``busy`` names a turn that exists."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ACCEPT_WAIT_S
+        while self.accepting:
+            if loop.time() >= deadline:
+                raise RoostError(
+                    "busy",
+                    "another turn is still being accepted in this session",
+                    {"turn": None, "accepting": True},
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._settled.wait(), deadline - loop.time())
         if self.running is not None:
             raise RoostError(
-                "busy", "a turn is already running in this session", {"turn": self.running}
+                "busy",
+                "a turn is already running in this session",
+                {"turn": self.running, "accepting": False},
             )
-        self.running = "(accepting)"  # reserved across the awaits below: one turn at a time
-        self._settled.clear()
+        self._settled.clear()  # one turn at a time, across the awaits below
         try:
             return await self._start(text, op)
         finally:
-            if self.running == "(accepting)":
-                self.running = None
             self._settled.set()
+
+    @property
+    def accepting(self) -> bool:
+        """Whether a turn is being accepted now (``running`` stays None until it is)."""
+        return not self._settled.is_set()
 
     async def settled(self) -> None:
         """Return once no turn is being accepted (a begin is never left unresolved)."""

@@ -69,13 +69,17 @@ class NodeInfo:
     pid: int
     router: str
     events: str
+    network: dict[str, Any] | None = None  # the --listen endpoint: {router, events, curve, ...}
 
     def to_json(self) -> dict[str, Any]:
+        endpoints: dict[str, Any] = {"router": self.router, "events": self.events}
+        if self.network is not None:
+            endpoints["network"] = self.network
         return {
             "node_id": self.node_id,
             "incarnation": self.incarnation,
             "pid": self.pid,
-            "endpoints": {"router": self.router, "events": self.events},
+            "endpoints": endpoints,
         }
 
 
@@ -94,9 +98,14 @@ def read_node_info(state_dir: Path) -> NodeInfo:
             pid=int(raw["pid"]),
             router=raw["endpoints"]["router"],
             events=raw["endpoints"]["events"],
+            network=_map_or_none(raw["endpoints"].get("network")),
         )
     except (OSError, ValueError, KeyError, TypeError):
         raise RoostError("node-not-running", "no node serves this state directory") from None
+
+
+def _map_or_none(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
 
 
 def clear_node_info(state_dir: Path, pid: int) -> None:

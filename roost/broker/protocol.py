@@ -202,28 +202,18 @@ class Header:
 
     @classmethod
     def decode(cls, data: bytes) -> Header:
+        """The header in ``data``; a field of the wrong type raises ``HeaderError`` naming it
+        (and carrying the header's ``id`` when that is readable). A nil field counts as absent."""
         raw = unpack(data, limit=HEADER_LIMIT, what="header")
+        rid = raw.get("id")
+        readable = rid if isinstance(rid, str) else ""
         kind = raw.get("k")
         if not isinstance(kind, str) or kind not in KINDS:
-            raise RoostError("bad-request", "header field 'k' must be a known message kind")
-        version = raw.get("v", PROTOCOL_VERSION)
+            raise HeaderError("k", "a known message kind", readable)
+        version = PROTOCOL_VERSION if raw.get("v") is None else raw["v"]
         if not isinstance(version, int) or isinstance(version, bool):
-            raise RoostError("bad-request", "header field 'v' must be an integer")
-        strings = {}
-        for key in ("id", "m", "t", "f", "g", "op"):
-            value = raw.get(key, "")
-            if not isinstance(value, str):
-                raise RoostError("bad-request", f"header field {key!r} must be a string")
-            strings[key] = value
-        session = raw.get("s")
-        if session is not None and not isinstance(session, dict):
-            raise RoostError("bad-request", "header field 's' must be a map")
-        generation = (session or {}).get("generation")
-        if generation is not None and (
-            not isinstance(generation, int) or isinstance(generation, bool)
-        ):
-            raise RoostError("bad-request", "header field 's.generation' must be an integer")
-        known = {"v", "k", "id", "m", "t", "f", "s", "g", "op"}
+            raise HeaderError("v", "an integer", readable)
+        strings = {key: _header_str(raw, key, readable) for key in ("id", "m", "t", "f", "g", "op")}
         return cls(
             kind=kind,
             rid=strings["id"],
@@ -231,11 +221,46 @@ class Header:
             target=strings["t"],
             sender=strings["f"],
             version=version,
-            session=session,
+            session=_header_session(raw.get("s"), readable),
             grant=strings["g"],
             op=strings["op"],
-            extra={k: v for k, v in raw.items() if k not in known},
+            extra={k: v for k, v in raw.items() if k not in HEADER_KEYS},
         )
+
+
+HEADER_KEYS = frozenset({"v", "k", "id", "m", "t", "f", "s", "g", "op"})
+
+
+class HeaderError(RoostError):
+    """A header that is a readable map but breaks a rule of its fields: ``bad-request`` with
+    ``detail.field``, and ``rid`` the header's own ``id`` when that is a string (else "")."""
+
+    def __init__(self, key: str, expected: str, rid: str) -> None:
+        super().__init__("bad-request", f"header field {key!r} must be {expected}", {"field": key})
+        self.rid = rid
+
+
+def _header_str(raw: dict[str, Any], key: str, rid: str) -> str:
+    value = raw.get(key)
+    if value is None:  # absent, or nil: the same
+        return ""
+    if not isinstance(value, str):
+        raise HeaderError(key, "a string", "" if key == "id" else rid)
+    return value
+
+
+def _header_session(session: Any, rid: str) -> dict[str, Any] | None:
+    """The header's ``s``: a map, or None; a nil ``s.generation`` is left out (absent)."""
+    if session is None:
+        return None
+    if not isinstance(session, dict):
+        raise HeaderError("s", "a map", rid)
+    generation = session.get("generation")
+    if generation is None:
+        return {k: v for k, v in session.items() if k != "generation"}
+    if not isinstance(generation, int) or isinstance(generation, bool):
+        raise HeaderError("s.generation", "an integer", rid)
+    return session
 
 
 def reply_header(request: Header, *, error: bool = False) -> Header:

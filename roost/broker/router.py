@@ -173,7 +173,17 @@ class Broker:
         try:
             self._dispatch(routing_id, header, rest[1])
         except RoostError as err:
+            if header.kind == p.REQUEST and header.method == "initialize":
+                self._drop_client(routing_id)
             self._refuse(routing_id, header, err)
+
+    def _drop_client(self, routing_id: bytes) -> None:
+        """A failed initialize (body, versions, token or key) ends the connection's registration:
+        it keeps no role its last initialize did not prove."""
+        known = self.registry.address_of(routing_id)
+        if known and known.startswith("client/"):
+            self.registry.remove(known)
+            log.info("client-dropped", address=known, reason="initialize refused")
 
     def _dispatch(self, routing_id: bytes, header: p.Header, body: bytes) -> None:
         known = self.registry.address_of(routing_id)
@@ -192,7 +202,7 @@ class Broker:
         if header.kind == p.PING:
             self._send(
                 routing_id,
-                p.Header(kind=p.PONG, sender="broker"),
+                p.Header(kind=p.PONG, rid=header.rid, sender="broker"),
                 {"registered": sender is not None, "incarnation": self.config.incarnation},
             )
             return
@@ -390,7 +400,9 @@ class Broker:
             log.warning("refused", peer=routing_id.hex(), code=err.code, reason=err.message)
         if header is not None and header.kind not in (p.REQUEST, p.HELLO, p.NOTIFY, p.PUBLISH):
             return
-        reply = p.Header(kind=p.ERROR, rid=header.rid if header else "", sender="broker")
+        # only a message that could not be read loses its id (a bad field keeps a readable id)
+        rid = header.rid if header else err.rid if isinstance(err, p.HeaderError) else ""
+        reply = p.Header(kind=p.ERROR, rid=rid, sender="broker")
         self._send(routing_id, reply, err.to_body())
 
     def _notify_node(self, body: dict[str, Any]) -> None:

@@ -133,6 +133,7 @@ class Expect:
     ok: bool = False  # a response (success) is allowed
     what: str = ""
     routed: bool = False  # a request the broker routes to the node
+    authed: bool | None = None  # the connection's registration after it (None: unchanged)
 
 
 @dataclass
@@ -185,6 +186,10 @@ class FuzzSocket:
             self.sock.send_multipart(frames)
         except zmq.Again:
             return False
+        if expect.authed is False and self.authed:
+            self.lose_registration()
+        if expect.authed is not None:  # an initialize: it registers, or ends the registration
+            self.authed = expect.authed
         if expect.reply == "id" and not expect.rid:
             expect.reply = "noid"  # a refusal or an answer to a request without an id
         if expect.reply == "id":
@@ -194,6 +199,18 @@ class FuzzSocket:
         elif expect.reply == "pong":
             self.pongs += 1
         return True
+
+    def lose_registration(self) -> None:
+        """A failed initialize ends the registration: the replies the node still owes the
+        connection are dropped with it (a reply that was on its way already may still come)."""
+        for rid, waiting in list(self.pending.items()):
+            kept = [e for e in waiting if not e.routed]
+            if len(kept) < len(waiting):
+                self.given_up.add(rid)
+            if kept:
+                self.pending[rid] = kept
+            else:
+                del self.pending[rid]
 
     def disconnects(self) -> int:
         """How often the node dropped this socket's connection so far."""
@@ -237,6 +254,8 @@ def model(frames: list[bytes], authed: bool, token: str) -> Expect:
         return Expect("noid", codes=frozenset({"bad-request"}), what=what)
     try:
         header = p.Header.decode(frames[0])
+    except p.HeaderError as err:  # read, with a field of the wrong type: a readable id is kept
+        return Expect("id", err.rid, frozenset({err.code}), what=what)
     except RoostError as err:
         return Expect("noid", codes=frozenset({err.code}), what=what)
     answered = header.kind in (p.REQUEST, p.HELLO, p.NOTIFY, p.PUBLISH)
@@ -244,21 +263,12 @@ def model(frames: list[bytes], authed: bool, token: str) -> Expect:
     def refused(*codes: str) -> Expect:
         return Expect("id" if answered else "none", header.rid, frozenset(codes), what=what)
 
+    if header.kind == p.REQUEST and header.method == "initialize":
+        return model_initialize(frames[1], refused, token)
     if len(frames[1]) > p.BODY_LIMIT:
         return refused("frame-too-large")
     if header.kind == p.HELLO:
         return refused("bad-request", "unauthorized")
-    if header.kind == p.REQUEST and header.method == "initialize":
-        try:
-            body = p.unpack(frames[1])
-        except RoostError:
-            return refused("bad-request")
-        versions = body.get("versions")
-        good = isinstance(versions, list) and all(isinstance(v, int) for v in versions)
-        good = good and isinstance(versions, list) and p.PROTOCOL_VERSION in versions
-        expect = refused("bad-request", "unsupported-version", "unauthorized")
-        expect.ok = good and body.get("token") == token
-        return expect
     if header.kind == p.PING:
         return Expect("pong", what=what)
     if not authed:
@@ -281,6 +291,26 @@ def model(frames: list[bytes], authed: bool, token: str) -> Expect:
         return Expect("id", header.rid, None, ok=True, what=what, routed=True)
     codes = frozenset({"forbidden" if header.method in REPORTS else "unknown-method"})
     return Expect("id", header.rid, codes, what=what, routed=True)
+
+
+def model_initialize(body: bytes, refused: Callable[..., Expect], token: str) -> Expect:
+    """An initialize registers the connection when it succeeds, and ends its registration when
+    it fails, whatever it had before (section 3)."""
+    if len(body) > p.BODY_LIMIT:
+        expect = refused("frame-too-large")
+    else:
+        expect = refused("bad-request", "unsupported-version", "unauthorized")
+        try:
+            doc = p.unpack(body)
+        except RoostError:
+            doc = {}
+        listed = doc.get("versions")
+        good = isinstance(listed, list) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in listed
+        )
+        expect.ok = good and p.PROTOCOL_VERSION in listed and doc.get("token") == token
+    expect.authed = expect.ok
+    return expect
 
 
 def check_reply(fs: FuzzSocket, frames: list[bytes], out: Outcome) -> None:
@@ -698,6 +728,11 @@ def phase_a(sockets: list[FuzzSocket], big: FuzzSocket, gen: Gen, token: str, ou
             out.sent[category] += 1
         else:
             out.sent["send-timeout"] += 1
+        if fs.name.startswith("user") and not fs.authed:  # a failed initialize ended it
+            good = [gen.pack(gen.header(p.REQUEST, "initialize"))]
+            good.append(p.pack({"versions": [1], "token": token}))
+            fs.send(good, model(good, fs.authed, token))
+            out.sent["initialize again"] += 1
         drain(sockets, out)
         if sum(len(s.pending) for s in sockets) > WINDOW:
             settle(sockets, out, SETTLE_S / 2, below=WINDOW // 3)

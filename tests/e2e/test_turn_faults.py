@@ -196,10 +196,10 @@ def _roost(node: Node, *args: str) -> subprocess.Popen[str]:
     )
 
 
-def _screen_turn(client: Client, record_id: str) -> str | None:
+def _accepting(client: Client, record_id: str) -> bool:
+    """The supervisor is accepting a turn now (session.show's ``accepting``)."""
     shown = client.call("session.show", {"id": record_id, "screen": True}, timeout=10)
-    turn: str | None = shown.get("turn")
-    return turn
+    return shown.get("accepting") is True and shown.get("turn") is None
 
 
 def _log_has(path: Path, event: str) -> bool:
@@ -230,7 +230,7 @@ def test_a_turn_begin_that_timed_out_but_was_committed_still_ends(node: Node) ->
             # the node has looked the op up and forwarded the turn: the supervisor accepts it,
             # waiting for the adapter (asked in-process: its 10-s deadline must not pass first)
             wait_for(
-                lambda: _screen_turn(watcher, rec["id"]) == "(accepting)",
+                lambda: _accepting(watcher, rec["id"]),
                 20,
                 "the supervisor to be accepting the turn",
             )

@@ -90,3 +90,15 @@ def test_the_node_lease_is_a_claim_of_its_own(claims: Claims, clock: Clock) -> N
     assert "the node" in refused.value.message and refused.value.detail["scope"] == "node"
     clock.now += 1.1
     claims.check(NODE, "")  # lapsed like any lease
+
+
+def test_a_grant_that_ended_is_stale_whatever_the_request_names(claims: Claims) -> None:
+    forgotten = claims.claim("r1", 1, "c/1", lease_ms=1000).grant_id
+    claims.forget("r1")
+    with pytest.raises(RoostError) as info:
+        claims.check_retired(forgotten)
+    assert info.value.code == "stale-grant"
+    assert info.value.detail == {"grant": forgotten, "reason": "record forgotten"}
+    claims.check_retired("g-never-issued")  # unknown: nothing to say about it
+    live = claims.claim("r2", 1, "c/1", lease_ms=1000).grant_id
+    claims.check_retired(live)  # a live grant has not ended

@@ -22,6 +22,7 @@ from roost.broker.protocol import (
     REQUEST,
     RESPONSE,
     Header,
+    HeaderError,
     pack,
     reply_header,
     unpack,
@@ -238,7 +239,7 @@ def test_header_unknown_or_missing_kind_is_bad_request(wire: dict[str, Any]) -> 
         ("v", 1.0),
         ("id", 5),
         ("m", b"m"),
-        ("t", None),
+        ("t", 0),
         ("f", [1]),
         ("g", 1),
         ("op", {}),
@@ -247,10 +248,22 @@ def test_header_unknown_or_missing_kind_is_bad_request(wire: dict[str, Any]) -> 
     ],
 )
 def test_header_wrong_typed_field_is_bad_request(key: str, value: Any) -> None:
-    with pytest.raises(RoostError) as info:
-        Header.decode(pack({"k": REQUEST, key: value}))
+    with pytest.raises(HeaderError) as info:
+        Header.decode(pack({"k": REQUEST, "id": "r7", key: value}))
     assert info.value.code == "bad-request"
     assert repr(key) in info.value.message
+    assert info.value.detail == {"field": key}
+    assert info.value.rid == ("" if key == "id" else "r7")  # a readable id is kept
+
+
+@pytest.mark.parametrize("key", ["v", "id", "m", "t", "f", "g", "op", "s"])
+def test_a_nil_header_field_counts_as_absent(key: str) -> None:
+    assert Header.decode(pack({"k": REQUEST, key: None})) == Header(kind=REQUEST)
+
+
+def test_a_nil_generation_counts_as_absent_and_other_session_keys_stay() -> None:
+    header = Header.decode(pack({"k": REQUEST, "s": {"generation": None, "x": 1}}))
+    assert header.session == {"x": 1}
 
 
 @pytest.mark.parametrize("generation", ["1", True, 1.5, [1]])
@@ -258,6 +271,7 @@ def test_a_generation_that_is_not_an_integer_is_bad_request(generation: Any) -> 
     with pytest.raises(RoostError) as info:
         Header.decode(pack({"k": REQUEST, "s": {"generation": generation}}))
     assert info.value.code == "bad-request" and "s.generation" in info.value.message
+    assert info.value.detail == {"field": "s.generation"}
     assert Header.decode(pack({"k": REQUEST, "s": {"generation": 3}})).session == {"generation": 3}
 
 

@@ -74,7 +74,7 @@ def test_a_begin_is_repeated_with_the_same_turn_id_until_answered(tmp_path: Path
         runner, _ = _runner(tmp_path, store)
         started = asyncio.ensure_future(runner.start("hi", "op-1"))
         await _until(lambda: len(store.begins) >= 3)
-        assert runner.running == "(accepting)" and not started.done()
+        assert runner.accepting and runner.running is None and not started.done()
         store.answer.set()
         reply = await started
         assert runner._task is not None
