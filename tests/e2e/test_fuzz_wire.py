@@ -305,9 +305,8 @@ def model_initialize(body: bytes, refused: Callable[..., Expect], token: str) ->
         except RoostError:
             doc = {}
         listed = doc.get("versions")
-        good = isinstance(listed, list) and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in listed
-        )
+        listed = listed if isinstance(listed, list) else []
+        good = all(isinstance(v, int) and not isinstance(v, bool) for v in listed)
         expect.ok = good and p.PROTOCOL_VERSION in listed and doc.get("token") == token
     expect.authed = expect.ok
     return expect
