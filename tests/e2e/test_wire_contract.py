@@ -227,3 +227,13 @@ def test_a_forgotten_records_grant_is_stale_grant_record_forgotten(up: Node) -> 
         with pytest.raises(RoostError) as missing:  # without the grant: the record is not there
             client.call("session.prompt", {"id": rid, "text": "x"})
         assert missing.value.code == "not-found"
+
+
+def test_bin_map_keys_are_refused_as_section_7_says(up: Node) -> None:
+    with up.client() as client:
+        body = msgpack.packb({"id": "x", b"bin-key": "v"}, use_bin_type=True)
+        reply, refused = _reply(client, [_request({"id": "b19", "m": "session.show"})[0], body])
+        assert (reply.rid, refused["code"]) == ("b19", "bad-request"), refused
+        header = msgpack.packb({"v": 1, "k": "request", "id": "b19h", b"k2": 1}, use_bin_type=True)
+        reply, refused = _reply(client, [header, p.pack({})])
+        assert (reply.kind, reply.rid, refused["code"]) == (p.ERROR, "", "bad-request")
