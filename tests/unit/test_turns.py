@@ -1,18 +1,22 @@
 """A stream turn's acceptance when the state store does not answer its begin in time
 (roost.actors.turns): the begin is repeated with the same turn id until the store answers; a turn
-answered only after the session was stopped does not run and ends ``stopped``."""
+answered only after the session was stopped does not run and ends ``stopped``. One turn at a
+time: a turn that races one being accepted waits for that one's outcome, so that its ``busy``
+names a turn that exists (issue 9, finding 18); there the adapter's answer is held on an event
+the test sets, and the turn's process is a real, short-lived Python process."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from roost.actors import turns
 from roost.actors.outbox import Outbox
+from roost.actors.peer import Peer
 from roost.actors.terminal import Terminal, Transcript
 from roost.actors.turns import TurnRunner
 from roost.broker.errors import RoostError
@@ -108,3 +112,122 @@ def test_a_turn_answered_after_stop_does_not_run(tmp_path: Path) -> None:
     assert ends and ends[0]["turn"] == reply["turn"]
     assert ends[0]["reason"] == "stopped" and ends[0]["exit"] is None
     assert not (tmp_path / "mark").exists()
+
+
+# -- one turn at a time -------------------------------------------------------------------------
+
+
+class HeldPeer:
+    """Answers adapter.turn once ``release`` is set, and state.turn.begin at once."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.begun: list[str] = []
+
+    async def call(self, target: str, method: str, body: dict[str, Any], **_: Any) -> Any:
+        if method == "adapter.turn":
+            await self.release.wait()
+            return {"argv": [sys.executable, "-c", "import time; time.sleep(0.5)"], "env": {}}
+        assert method == "state.turn.begin", method
+        self.begun.append(body["turn"]["id"])
+        return {"seq": len(self.begun)}
+
+
+class Spool:
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+
+    def put(self, entry: dict[str, Any]) -> int:
+        self.entries.append(entry)
+        return len(self.entries)
+
+    async def drained(self, timeout: float) -> bool:
+        return True
+
+
+def _held_runner(tmp_path: Path, peer: HeldPeer, spool: Spool) -> TurnRunner:
+    spec = {
+        "provider": "echo",
+        "provider_session": "s1",
+        "record_id": "r1",
+        "generation": 1,
+        "instance_id": "i1",
+        "cwd": str(tmp_path),
+        "env": {},
+        "data_dir": str(tmp_path),
+    }
+    return TurnRunner(
+        cast(Peer, peer), cast(Outbox, spool), spec, Terminal(24, 80), Transcript(tmp_path)
+    )
+
+
+async def _busy(start: asyncio.Task[dict[str, Any]]) -> dict[str, Any]:
+    with pytest.raises(RoostError) as info:
+        await start
+    assert info.value.code == "busy"
+    return info.value.detail
+
+
+def test_a_racing_turn_names_the_turn_that_was_accepted(tmp_path: Path) -> None:
+    async def main() -> None:
+        peer, spool = HeldPeer(), Spool()
+        runner = _held_runner(tmp_path, peer, spool)
+        first = asyncio.create_task(runner.start("one", ""))
+        second = asyncio.create_task(runner.start("two", ""))
+        await asyncio.sleep(0)  # both are in start(): the first holds acceptance
+        assert not second.done()  # it waits for the first's outcome, not "(accepting)"
+        peer.release.set()
+        accepted = await first
+        assert await _busy(second) == {"turn": accepted["turn"], "accepting": False}
+        assert peer.begun == [accepted["turn"]]
+        await asyncio.wait_for(runner._task or asyncio.sleep(0), 10)
+        assert spool.entries[-1]["t"] == "turn-end" and runner.running is None
+
+    asyncio.run(main())
+
+
+def test_a_turn_goes_ahead_when_the_one_in_acceptance_is_refused(tmp_path: Path) -> None:
+    async def main() -> None:
+        peer, spool = HeldPeer(), Spool()
+        runner = _held_runner(tmp_path, peer, spool)
+        refused = asyncio.Event()
+
+        async def drained(timeout: float) -> bool:  # the first turn's outbox never drains
+            if not refused.is_set():
+                refused.set()
+                await peer.release.wait()
+                return False
+            return True
+
+        spool.drained = drained  # type: ignore[method-assign]
+        first = asyncio.create_task(runner.start("one", ""))
+        await refused.wait()
+        second = asyncio.create_task(runner.start("two", ""))
+        await asyncio.sleep(0)
+        peer.release.set()
+        with pytest.raises(RoostError) as info:
+            await first
+        assert info.value.code == "unavailable"
+        assert (await second)["accepted"] is True
+        await asyncio.wait_for(runner._task or asyncio.sleep(0), 10)
+
+    asyncio.run(main())
+
+
+def test_still_undecided_after_the_wait_is_busy_without_a_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(turns, "ACCEPT_WAIT_S", 0.2)
+
+    async def main() -> None:
+        peer, spool = HeldPeer(), Spool()
+        runner = _held_runner(tmp_path, peer, spool)
+        first = asyncio.create_task(runner.start("one", ""))
+        await asyncio.sleep(0)
+        detail = await _busy(asyncio.create_task(runner.start("two", "")))
+        assert detail == {"turn": None, "accepting": True}
+        peer.release.set()
+        assert (await first)["accepted"] is True
+        await asyncio.wait_for(runner._task or asyncio.sleep(0), 10)
+
+    asyncio.run(main())
