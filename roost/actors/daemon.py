@@ -38,6 +38,7 @@ from roost.broker.keys import AllowedKeys, allowed, check_public, is_loopback, n
 from roost.broker.locate import (
     ACTOR_TOKEN_ENV,
     ACTOR_TOKEN_FILE,
+    LOCK_FILE,
     OBSERVER_TOKEN_FILE,
     NodeInfo,
     clear_node_info,
@@ -350,7 +351,7 @@ def main() -> None:
     state_dir = private_dir(Path(args.state_dir))
     private_dir(state_dir / "logs")
     setup_logging(state_dir / "logs" / "node.log", "node")
-    lock = StateLock(state_dir / "node.lock")
+    lock = StateLock(state_dir / LOCK_FILE)
     if not lock.acquire():
         announce({"error": RoostError("node-running").to_body()})
         sys.exit(3)

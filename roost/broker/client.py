@@ -18,7 +18,7 @@ import zmq
 
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
-from roost.broker.locate import read_node_info, read_token
+from roost.broker.locate import live_node_info, read_token
 from roost.broker.policy import node_of
 
 
@@ -70,7 +70,7 @@ class Client:
 
     @classmethod
     def for_state_dir(cls, state_dir: Path, *, timeout: float = 15.0) -> Client:
-        info = read_node_info(state_dir)
+        info = live_node_info(state_dir)
         client = cls(info.router, read_token(state_dir), events=info.events, timeout=timeout)
         client.initialize()
         return client

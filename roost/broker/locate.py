@@ -20,6 +20,7 @@ from typing import Any
 from roost.broker.errors import RoostError
 
 NODE_FILE = "node.json"
+LOCK_FILE = "node.lock"  # held by the daemon (or hub) serving the directory
 TOKEN_FILE = "token"
 TOKEN_ENV = "ROOST_TOKEN"
 OBSERVER_TOKEN_FILE = "observer-token"  # grants the read-only role observer
@@ -106,6 +107,58 @@ def read_node_info(state_dir: Path) -> NodeInfo:
 
 def _map_or_none(value: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` names a live process (a zombie is dead); unknown counts as alive."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def lock_held(path: Path) -> bool:
+    """Whether some process holds the directory's OS lock (``node.lock``), probed without
+    waiting. Windows, or anything unexpected, answers True (held: ask the node instead)."""
+    if sys.platform == "win32":
+        return True
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def live_node_info(state_dir: Path) -> NodeInfo:
+    """``node.json`` of a node that is still there: a ``node.json`` left by a daemon that died
+    (SIGKILL; its pid gone, or its lock free) is ``node-not-running`` at once, not a timeout."""
+    info = read_node_info(state_dir)
+    if not pid_alive(info.pid) or not lock_held(state_dir / LOCK_FILE):
+        raise RoostError(
+            "node-not-running",
+            f"the node that served this state directory (pid {info.pid}) is gone",
+            {"pid": info.pid},
+        )
+    return info
 
 
 def clear_node_info(state_dir: Path, pid: int) -> None:

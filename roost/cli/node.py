@@ -14,14 +14,16 @@ from typing import Any
 import click
 
 from roost.actors.retention import check_limit
+from roost.broker.client import Client
 from roost.broker.errors import RoostError
-from roost.broker.locate import private_dir, read_node_info
+from roost.broker.locate import pid_alive, private_dir, read_node_info
 from roost.broker.policy import check_node_id
 from roost.cli.context import Ctx, command
 from roost.cli.output import console, emit_json
 
 UP_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
+PROBE_S = 5.0  # initialize + node.status of a node.json whose daemon looks alive
 
 
 @click.group()
@@ -30,9 +32,11 @@ def node() -> None:
 
 
 def _running_status(ctx: Ctx) -> dict[str, Any] | None:
+    """The status of the node serving the directory, or None when none does: a ``node.json``
+    whose daemon is gone (pid dead, lock free) is known at once; a live one gets ``PROBE_S``."""
     try:
-        read_node_info(ctx.state_dir)
-        return ctx.call("node.status", timeout=5.0)
+        with Client.for_state_dir(ctx.state_dir, timeout=PROBE_S) as client:
+            return client.call("node.status")
     except RoostError:
         return None
 
@@ -202,18 +206,7 @@ def stop(ctx: Ctx, stop_sessions: bool) -> None:
         console.print(f"node {info.node_id} stopped" if doc["stopped"] else "node still stopping")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return True
+_alive = pid_alive  # roost.cli.hub waits on it too
 
 
 @node.command("status")

@@ -8,8 +8,10 @@ died is interrupted, never replayed and never completed by invention.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +155,37 @@ def test_a_turn_whose_supervisor_died_is_interrupted_never_replayed(node: Node) 
     texts = [e["data"]["text"] for e in node.events() if e["kind"] == "session.input"]
     assert texts == ["first", "/tool echo never finished", "after"]
     assert _session_file(node, rec).read_bytes().count(b"never finished") == 0
+
+
+def test_node_up_after_a_daemon_sigkill_starts_at_once(node: Node) -> None:
+    """Finding 7 of issue 9: `node up` took 15-26 s after a daemon SIGKILL, waiting out the
+    probe's timeouts on a node.json whose daemon was known dead from its pid and its lock."""
+    first = node.up()
+    status = node.run("node", "status")
+    children = [status["actors"][n]["pid"] for n in ("state", "adapters")]
+    _kill(first["pid"])
+    wait_for(lambda: not any(_alive(p) for p in children), 10, "state and adapters to exit")
+    assert (node.state_dir / "node.json").exists()  # left behind by the dead daemon
+
+    started = time.monotonic()
+    assert node.error("node", "status")["code"] == "node-not-running"
+    assert time.monotonic() - started < 3.0, "a dead daemon's node.json was probed to a timeout"
+    started = time.monotonic()
+    second = node.up()
+    took = time.monotonic() - started
+    assert second["incarnation"] != first["incarnation"] and not second["already_running"]
+    assert took < 5.0, f"node up after a SIGKILL took {took:.1f} s"
+    assert node.run("node", "status")["incarnation"] == second["incarnation"]
+
+
+def test_a_node_json_naming_a_live_stranger_pid_is_no_node(node: Node) -> None:
+    """A reused pid (alive, but not holding node.lock) is no node either: known at once."""
+    first = node.up()
+    _kill(first["pid"])
+    info = json.loads((node.state_dir / "node.json").read_text())
+    info["pid"] = os.getpid()  # alive, holds no lock
+    (node.state_dir / "node.json").write_text(json.dumps(info))
+    started = time.monotonic()
+    assert node.error("node", "status")["code"] == "node-not-running"
+    assert time.monotonic() - started < 3.0
+    assert not node.up()["already_running"]
