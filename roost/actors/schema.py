@@ -4,7 +4,8 @@ The schema version is ``PRAGMA user_version``. Opening an older database first c
 ``state.db.v<N>.bak`` beside it (SQLite's online backup), then runs each migration in order, each in
 its own transaction. A database from a newer roost, of another node id, or holding paths of another
 OS's semantics is refused by read-only checks, before anything (the database or a backup) is
-written, and the refusal names no host path.
+written, and the refusal names no host path; so is a damaged file (``integrity.check``, a quick
+check at every open).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from roost.actors import integrity
 from roost.broker.errors import RoostError
 
 PATH_SEMANTICS = "windows" if sys.platform == "win32" else "posix"
@@ -80,7 +82,15 @@ def path_semantics(path: str) -> str | None:
 
 
 def open_db(path: Path, node_id: str | None) -> tuple[sqlite3.Connection, str]:
-    """Open (creating or migrating) and check the database; returns the connection and node id."""
+    """Open (creating or migrating) and check the database; returns the connection and node id.
+    A damaged file is ``durable-state-damaged``, a full or failing disk ``storage-*``."""
+    try:
+        return _open(path, node_id)
+    except sqlite3.Error as err:
+        raise integrity.storage_error(err) or integrity.damaged(str(err)) from None
+
+
+def _open(path: Path, node_id: str | None) -> tuple[sqlite3.Connection, str]:
     fresh = not path.exists()
     version = 0 if fresh else refuse_foreign(path, node_id)
     if 0 < version < SCHEMA_VERSION:
@@ -134,6 +144,7 @@ def refuse_foreign(path: Path, node_id: str | None) -> int:
     try:
         ro = sqlite3.connect(uri, uri=True)
         try:
+            integrity.check(ro)
             version = int(ro.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:
                 raise RoostError(
@@ -147,11 +158,15 @@ def refuse_foreign(path: Path, node_id: str | None) -> int:
             paths += [row[0] for row in ro.execute("SELECT cwd FROM records")]
         finally:
             ro.close()
-    except sqlite3.DatabaseError:
-        raise RoostError(
+    except sqlite3.OperationalError as err:
+        if (failure := integrity.storage_error(err)) is not None:
+            raise failure from None
+        raise RoostError(  # readable SQLite, but not ours (no meta table, say)
             "durable-state-schema-unsupported",
             "the state database cannot be read as a roost database",
         ) from None
+    except sqlite3.DatabaseError as err:
+        raise integrity.damaged(str(err)) from None
     if node_id and meta.get("node_id") != node_id:
         raise RoostError(
             "durable-state-conflict",

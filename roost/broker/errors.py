@@ -40,6 +40,9 @@ CODES: dict[str, str] = {
     "durable-state-schema-unsupported": "the state database has a newer schema than this roost",
     "durable-state-conflict": "the state database belongs to another node id",
     "durable-state-path-semantics-unsupported": "the state database holds another OS's paths",
+    "durable-state-damaged": "the state database is damaged; `roost node repair` salvages it",
+    "storage-full": "the state directory's disk is full; nothing was committed; retry later",
+    "storage-failed": "the state database could not be written (I/O error); retry later",
 }
 
 

@@ -23,6 +23,7 @@ from roost.cli.output import console, emit_json
 
 UP_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
+REPAIR_TIMEOUT = 600.0
 PROBE_S = 5.0  # initialize + node.status of a node.json whose daemon looks alive
 
 
@@ -214,6 +215,43 @@ _alive = pid_alive  # roost.cli.hub waits on it too
 def status(ctx: Ctx) -> None:
     """Node id, incarnation, pid, endpoints, actors and their health."""
     _print_status(ctx, ctx.call("node.status"))
+
+
+@node.command("repair")
+@click.option("--node-id", help="the node id, when the damaged file no longer holds it")
+@command
+def repair(ctx: Ctx, node_id: str | None) -> None:
+    """Salvage a damaged state.db (refused by `node up` with durable-state-damaged) into a new
+    file; the damaged one is kept beside it as state.db.damaged-<time>. The node must be
+    stopped."""
+    if node_id:
+        check_node_id(node_id)
+    argv = [sys.executable, "-m", "roost.actors.repair", "--state-dir", str(ctx.state_dir)]
+    proc = subprocess.run(
+        [*argv, *(["--node-id", node_id] if node_id else [])],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=REPAIR_TIMEOUT,
+    )
+    try:
+        doc: dict[str, Any] = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise RoostError("internal", "the repair printed no report; see its stderr") from None
+    if "error" in doc:
+        raise RoostError.from_body(doc["error"])
+    if ctx.json:
+        emit_json(doc)
+        return
+    if not doc["repaired"]:
+        console.print("state.db passes the check: nothing to repair")
+        return
+    console.print(f"damaged: {'; '.join(doc['problems'])}")
+    console.print(f"kept the damaged file as {doc['damaged_file']}; state.db is the salvaged copy")
+    for table, kept in doc["tables"].items():
+        lost = kept.get("unreadable") or []
+        console.print(
+            f"  {table:<10} {kept['kept']:>8} rows kept, {len(lost)} unreadable ranges {lost}"
+        )
 
 
 @node.command("claim")

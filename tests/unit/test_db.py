@@ -140,7 +140,9 @@ def test_another_os_path_semantics_is_refused(path: Path, tmp_path: Path) -> Non
 def test_a_file_that_is_not_a_database_is_refused(path: Path, tmp_path: Path) -> None:
     path.write_bytes(b"not a database at all" * 100)
     err = refusal(path, None, tmp_path)
-    assert err.code == "durable-state-schema-unsupported"
+    # indistinguishable from a database whose header page was overwritten (issue 9, finding 6)
+    assert err.code == "durable-state-damaged"
+    assert "roost node repair" in err.message
     assert path.read_bytes() == b"not a database at all" * 100
 
 
