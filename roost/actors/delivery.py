@@ -12,6 +12,7 @@ delivered long before.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -163,5 +164,13 @@ class Deliverer:
             path.unlink(missing_ok=True)
             return
         tmp = self.directory / (FACTS + ".tmp")
-        tmp.write_bytes(msgpack.packb(kept, use_bin_type=True))
-        os.replace(tmp, path)
+        try:
+            tmp.write_bytes(msgpack.packb(kept, use_bin_type=True))
+            os.replace(tmp, path)
+        except OSError as exc:  # a full disk: the line is not delivered yet, and is retried
+            full = exc.errno == errno.ENOSPC
+            raise RoostError(
+                "storage-full" if full else "storage-failed",
+                "the turn's facts could not be saved beside the spool",
+                {"errno": errno.errorcode.get(exc.errno or 0)},
+            ) from None

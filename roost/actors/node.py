@@ -124,23 +124,28 @@ class NodeActor:
         status = self._status()
         if h.extra.get("r") == p.OBSERVER:  # a watcher learns no host paths nor process ids
             status = _without_host_facts(status)
+        opened = None if counts is None else await self._opened()
         return {
             **status,
             "records": counts,
-            "event_log": None if counts is None else await self._event_log(),
+            "event_log": None
+            if opened is None
+            else {k: opened[k] for k in ("retain_events", "first_seq", "last_seq")},
+            "storage": None if opened is None else opened.get("storage"),
             "uptime_s": time.time() - self.started,
             "busy": self.control.busy,
             "accepting": self.control.accepting,
             "cleaning": self.sessions.cleaning,
         }
 
-    async def _event_log(self) -> dict[str, Any] | None:
-        """The retention limit in force and the retained seq range, or None without an answer."""
+    async def _opened(self) -> dict[str, Any] | None:
+        """The state store's ``state.open``: the retention limit in force, the retained seq
+        range, its storage health; None without an answer."""
         try:
-            opened = await self.peer.call("state", "state.open", {}, timeout=2.0)
+            opened: dict[str, Any] = await self.peer.call("state", "state.open", {}, timeout=2.0)
         except RoostError:
             return None
-        return {k: opened[k] for k in ("retain_events", "first_seq", "last_seq")}
+        return opened
 
     async def shutdown(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         stop_sessions = f.opt_bool(body, "stop_sessions")  # a bad body is refused before busy

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,7 +27,10 @@ log = structlog.get_logger("roost.outbox")
 
 Entry = dict[str, Any]
 Deliver = Callable[[Entry], Awaitable[None]]
-TRANSIENT = frozenset({"unavailable", "unreachable", "timeout", "not-initialized"})
+# retried, never dropped: the node or its state store is away, or its disk is full or failing
+TRANSIENT = frozenset(
+    {"unavailable", "unreachable", "timeout", "not-initialized", "storage-full", "storage-failed"}
+)
 SPOOL, ACK = "spool.bin", "spool.ack"
 
 
@@ -53,9 +57,13 @@ def pending(directory: Path) -> list[Entry]:
 
 
 def mark_delivered(directory: Path, n: int) -> None:
+    """Advance the ack; on a full disk it stays behind (a re-sent entry is appended once)."""
     tmp = directory / (ACK + ".tmp")
-    tmp.write_text(str(n))
-    os.replace(tmp, directory / ACK)
+    try:
+        tmp.write_text(str(n))
+        os.replace(tmp, directory / ACK)
+    except OSError as exc:
+        log.warning("spool-ack-failed", n=n, errno=errno.errorcode.get(exc.errno or 0))
 
 
 class Outbox:
@@ -68,7 +76,11 @@ class Outbox:
         self._instance = instance  # in each entry ("i"): whoever delivers it stamps the same eids
         self._queue: list[Entry] = pending(directory)
         self._n: int = max([read_ack(directory), *(int(e["n"]) for e in self._queue)])
-        self._fh = open(directory / SPOOL, "ab")  # noqa: SIM115 - held for the supervisor's life
+        # unbuffered: a write the disk refuses is known at once, and cut back off the spool
+        self._fh = open(directory / SPOOL, "ab", buffering=0)  # noqa: SIM115 - held for life
+        self._unspooled: list[Entry] = []  # queued, but not on disk (a full disk)
+        self._behind = False
+        self.stalled: RoostError | None = None  # the last transient refusal of the head entry
         self._wake = asyncio.Event()
         self._empty = asyncio.Event()
         if not self._queue:
@@ -80,16 +92,50 @@ class Outbox:
         entry = {**entry, "n": self._n}
         if self._instance:
             entry["i"] = self._instance
-        self._fh.write(msgpack.packb(entry, use_bin_type=True))
-        self._fh.flush()
+        self._unspooled.append(entry)
+        self._spool()
         self._queue.append(entry)
         self._empty.clear()
         self._wake.set()
         return self._n
 
+    def _spool(self) -> None:
+        """Write the entries not yet on disk, in order; on a full disk (ENOSPC) or an I/O
+        error the spool is cut back to its last whole entry and they wait in memory for the
+        next try (they are still delivered; only a supervisor crash meanwhile loses them)."""
+        while self._unspooled:
+            data = msgpack.packb(self._unspooled[0], use_bin_type=True)
+            end = self._fh.tell()
+            try:
+                written = self._fh.write(data) or 0
+                if written != len(data):
+                    raise OSError(errno.ENOSPC, "short write")
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    self._fh.truncate(end)
+                    self._fh.seek(end)
+                if not self._behind:
+                    log.error("spool-write-failed", errno=errno.errorcode.get(exc.errno or 0))
+                self._behind = True
+                return
+            self._unspooled.pop(0)
+        if self._behind:
+            log.info("spool-write-recovered")
+        self._behind = False
+
     @property
     def size(self) -> int:
         return len(self._queue)
+
+    def undelivered(self) -> RoostError:
+        """Why new input is refused while earlier entries wait: the state store's disk is full
+        (or failing), its own code; else ``unavailable``."""
+        last = self.stalled
+        if last is not None and last.code.startswith("storage-"):
+            return RoostError(
+                last.code, "earlier events wait for room: " + last.message, last.detail
+            )
+        return RoostError("unavailable", "earlier events are still being delivered")
 
     async def drained(self, timeout: float) -> bool:
         try:
@@ -110,6 +156,7 @@ class Outbox:
                 await self._deliver(entry)
             except RoostError as err:
                 if err.code in TRANSIENT:
+                    self.stalled = err
                     await asyncio.sleep(self._retry)
                     continue
                 log.error(
@@ -119,15 +166,20 @@ class Outbox:
                     code=err.code,
                     reason=err.message,
                 )
+            self.stalled = None
             self._queue.pop(0)
+            if self._unspooled and self._unspooled[0] is entry:
+                self._unspooled.pop(0)  # delivered: no need for it on disk any more
+            self._spool()
             mark_delivered(self.directory, entry["n"])
             if not self._queue:
                 self._compact()
 
     def _compact(self) -> None:
         """Everything is delivered: start the spool afresh so it never grows without bound."""
-        self._fh.seek(0)
-        self._fh.truncate()
+        with contextlib.suppress(OSError):
+            self._fh.seek(0)
+            self._fh.truncate()
 
     def close(self) -> None:
         self._fh.close()

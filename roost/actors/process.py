@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import logging
 import os
 import signal
@@ -20,9 +21,45 @@ from typing import Any
 import structlog
 
 
+class LogFile:
+    """An append-only log file a full disk cannot break: a line the disk refuses (ENOSPC, an
+    I/O error) waits in memory (the newest ``BACKLOG``) and goes out before the next line, so
+    a log call never raises and a spell of ENOSPC is in the log once space is back."""
+
+    BACKLOG = 500
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._part = ""
+        self._lines: collections.deque[bytes] = collections.deque(maxlen=self.BACKLOG)
+
+    def write(self, text: str) -> int:
+        self._part += text
+        while "\n" in self._part:
+            line, self._part = self._part.split("\n", 1)
+            self._lines.append((line + "\n").encode())
+        self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        while self._lines:
+            data = self._lines[0]
+            try:
+                done = os.write(self._fd, data)
+            except OSError:
+                return
+            if done < len(data):
+                self._lines[0] = data[done:]  # the rest of the line goes first next time
+                return
+            self._lines.popleft()
+
+    def fileno(self) -> int:
+        return self._fd
+
+
 def setup_logging(log_file: Path | None, actor: str) -> None:
     """JSON lines to ``log_file`` (or stderr); never tokens, which no caller passes to a logger."""
-    stream = open(log_file, "a", buffering=1) if log_file else sys.stderr  # noqa: SIM115
+    stream: Any = LogFile(log_file) if log_file else sys.stderr
     logging.basicConfig(stream=stream, level=logging.INFO, format="%(message)s", force=True)
     structlog.configure(
         processors=[

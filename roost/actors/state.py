@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sqlite3
 import time
@@ -33,6 +34,7 @@ from roost.actors.process import (
 )
 from roost.actors.records import Record
 from roost.actors.retention import Retention
+from roost.actors.storage import Storage
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
@@ -59,6 +61,12 @@ def expect_state(current: Record, expected: list[str]) -> Record:
     return current
 
 
+def db_directory(conn: sqlite3.Connection) -> Path | None:
+    """The directory of the connection's main database file (None in memory)."""
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return Path(row[2]).parent if row and row[2] else None
+
+
 class StateStore:
     """Serves ``state.*`` methods over one SQLite connection."""
 
@@ -72,6 +80,7 @@ class StateStore:
         self.conn, self.peer = conn, peer
         self.keep, self.clock = keep or Retention(), clock
         self._ops_due = 0.0
+        self.storage = Storage(db_directory(conn), clock)
         self._queue: asyncio.Queue[tuple[Mutation, asyncio.Future[dict[str, Any]]]] = (
             asyncio.Queue()
         )
@@ -101,19 +110,22 @@ class StateStore:
             self._commit(batch)
 
     def _commit(self, batch: list[tuple[Mutation, asyncio.Future[dict[str, Any]]]]) -> None:
-        outcomes: list[tuple[asyncio.Future[dict[str, Any]], Any, list[dict[str, Any]]]] = []
-        self.conn.execute("BEGIN IMMEDIATE")
-        for mutation, future in batch:
-            self.conn.execute("SAVEPOINT op")
-            try:
-                result, events = mutation()
-                self.conn.execute("RELEASE op")
-                outcomes.append((future, result, events))
-            except RoostError as err:
-                self.conn.execute("ROLLBACK TO op")
-                self.conn.execute("RELEASE op")
-                outcomes.append((future, err, []))
-        self.conn.execute("COMMIT")
+        """One transaction for the batch. A request refused by roost's rules is rolled back
+        alone; SQLite failing to write (a full disk, an I/O error, damage) fails the whole
+        batch with its stable code, nothing of it committed, and the writer goes on: the next
+        batch tries again, so service is back by itself once the disk has room."""
+        try:
+            outcomes = self._apply(batch)
+        except sqlite3.Error as err:
+            failure = self.storage.failed(err)
+            with contextlib.suppress(sqlite3.Error):
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(RoostError(failure.code, failure.message, failure.detail))
+            return
+        self.storage.committed()
         for future, result, events in outcomes:
             for event in events:
                 self.peer.publish(event_topic(event), event)
@@ -124,11 +136,35 @@ class StateStore:
             else:
                 future.set_result(result)
 
+    def _apply(
+        self, batch: list[tuple[Mutation, asyncio.Future[dict[str, Any]]]]
+    ) -> list[tuple[asyncio.Future[dict[str, Any]], Any, list[dict[str, Any]]]]:
+        outcomes: list[tuple[asyncio.Future[dict[str, Any]], Any, list[dict[str, Any]]]] = []
+        self.conn.execute("BEGIN IMMEDIATE")
+        for mutation, future in batch:
+            self.conn.execute("SAVEPOINT op")
+            try:
+                result, events = mutation()
+                self.conn.execute("RELEASE op")
+                outcomes.append((future, result, events))
+            except (RoostError, ValueError, KeyError, TypeError) as err:
+                if not isinstance(err, RoostError):  # a bug in one request spoils only it
+                    log.exception("mutation-failed")
+                    err = RoostError("internal", "the state store could not apply the request")
+                self.conn.execute("ROLLBACK TO op")
+                self.conn.execute("RELEASE op")
+                outcomes.append((future, err, []))
+        self.conn.execute("COMMIT")
+        return outcomes
+
     async def trimmer(self, every: float = TRIM_EVERY_S) -> None:
         """Retention, through the writer: one bounded chunk per write, so the writes queued
         meanwhile go between chunks; then a pause while nothing is due."""
         while True:
-            step = await self.write(self.trim_step)
+            try:
+                step = await self.write(self.trim_step)
+            except RoostError:  # storage-full and the like: the writer logged it; try later
+                step = {"more": False}
             if not step["more"]:
                 await asyncio.sleep(every)
 
@@ -165,6 +201,7 @@ class StateStore:
             "last_seq": last,
             "first_seq": first,
             "retain_events": self.keep.limit,
+            "storage": self.storage.status(),
         }
 
     async def _workspace_add(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:

@@ -243,7 +243,7 @@ class Supervisor:
         agent = self._pty(header)
         async with self._input_lock:
             if not await self.outbox.drained(5.0):
-                raise RoostError("unavailable", "earlier events are still being delivered")
+                raise self.outbox.undelivered()
             body: dict[str, Any] = {
                 "events": [
                     {

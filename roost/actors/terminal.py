@@ -10,6 +10,7 @@ would lose the rest of that read and its classification).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Callable
@@ -17,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pyte
+import structlog
+
+log = structlog.get_logger("roost.terminal")
 
 from roost.actors.escapes import EscapeFilter
 
@@ -81,27 +85,40 @@ class Transcript:
         directory.mkdir(parents=True, exist_ok=True)
         self.dir, self.limit = directory, limit
         self.base, self.old_base = read_bases(directory)
-        self._fh = open(directory / "transcript.bin", "ab")  # noqa: SIM115 - held for life
+        self._fh = open(directory / "transcript.bin", "ab", buffering=0)  # noqa: SIM115 - for life
         self.offset = self.base + self._fh.tell()
+        self.lost = 0  # bytes a full (or failing) disk refused; the offsets count only the rest
 
     def append(self, data: bytes) -> int:
-        """Write ``data``; returns the offset of its first byte."""
-        start = self.offset
-        self._fh.write(data)
-        self._fh.flush()
-        self.offset += len(data)
-        if self.offset - self.base > self.limit:
-            self._rotate()
+        """Write ``data``; returns the offset of its first byte. A disk that refuses it (ENOSPC,
+        an I/O error) loses those bytes from the transcript (logged once per spell), never the
+        supervisor: the screen still shows them, and the offsets stay those of the file."""
+        start, left = self.offset, len(data)
+        try:
+            while left:
+                done = self._fh.write(data[len(data) - left :])
+                if not done:
+                    raise OSError(errno.ENOSPC, "short write")
+                self.offset, left = self.offset + done, left - done
+            if self.lost:
+                log.info("transcript-write-recovered", lost=self.lost)
+                self.lost = 0
+            if self.offset - self.base > self.limit:
+                self._rotate()
+        except OSError as exc:
+            if not self.lost:
+                log.error("transcript-write-failed", errno=errno.errorcode.get(exc.errno or 0))
+            self.lost += left
         return start
 
     def _rotate(self) -> None:
         self._fh.close()
         os.replace(self.dir / "transcript.bin", self.dir / "transcript.old.bin")
         self.old_base, self.base = self.base, self.offset
+        self._fh = open(self.dir / "transcript.bin", "ab", buffering=0)  # noqa: SIM115
         tmp = self.dir / "transcript.json.tmp"
         tmp.write_text(json.dumps({"base": self.base, "old_base": self.old_base}))
         os.replace(tmp, self.dir / "transcript.json")
-        self._fh = open(self.dir / "transcript.bin", "ab")  # noqa: SIM115
 
     def read(self, offset: int, limit: int) -> dict[str, object]:
         return read_transcript(self.dir, offset, limit)

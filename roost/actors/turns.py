@@ -87,7 +87,7 @@ class TurnRunner:
     async def _start(self, text: str, op: str) -> dict[str, Any]:
         spec = self.spec
         if not await self.outbox.drained(5.0):
-            raise RoostError("unavailable", "earlier events are still being delivered")
+            raise self.outbox.undelivered()
         # (drained first: a turn may have taught us the provider session id this one needs)
         plan = await self.peer.call(
             f"adapter/{spec['provider']}",

@@ -61,6 +61,12 @@ def _print_status(ctx: Ctx, doc: dict[str, Any]) -> None:
     if doc.get("records"):
         counts = ", ".join(f"{n} {s}" for s, n in sorted(doc["records"].items()))
         console.print(f"  records: {counts}")
+    if (storage := doc.get("storage")) and storage.get("health") != "ok":
+        console.print(
+            f"  storage: {storage['health']} ({storage.get('code')}, errno "
+            f"{storage.get('errno')}), {storage.get('refused')} writes refused, "
+            f"{storage.get('free_bytes')} bytes free"
+        )
     if kept := doc.get("event_log"):
         console.print(
             f"  event log: retain {kept['retain_events']:,}, oldest retained seq "
