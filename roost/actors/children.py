@@ -39,7 +39,8 @@ def decide(restarts: list[float], now: float, policy: RestartPolicy) -> float | 
 
 @dataclass
 class Child:
-    """One supervised child process; ``argv`` gets ``--lifeline FD`` appended."""
+    """One supervised child process; ``argv`` gets ``--lifeline FD`` appended, and
+    ``first_only`` too at its first start (not at a restart)."""
 
     name: str
     argv: list[str]
@@ -50,6 +51,7 @@ class Child:
     health: str = "starting"
     pid: int | None = None
     on_exit: Callable[[], None] | None = None
+    first_only: list[str] = field(default_factory=list)
     _proc: asyncio.subprocess.Process | None = None
     _lifeline_w: int | None = None
 
@@ -60,8 +62,9 @@ class Child:
             read_end, self._lifeline_w = os.pipe()
             extra = ["--lifeline", str(read_end)]
             kwargs["pass_fds"] = (read_end,)
+        first = [] if self.restarts or self.pid is not None else self.first_only
         proc = await asyncio.create_subprocess_exec(
-            *self.argv, *extra, env=self.env, stdin=asyncio.subprocess.DEVNULL, **kwargs
+            *self.argv, *first, *extra, env=self.env, stdin=asyncio.subprocess.DEVNULL, **kwargs
         )
         if extra:
             os.close(int(extra[1]))

@@ -124,6 +124,7 @@ class Daemon:
                 [*py, "roost.actors.state", *common, "--node-id", self.node_id, *keep],
                 env,
                 on_exit=lambda: self._exited("state"),
+                first_only=["--checked"],  # main() has just checked the database
             ),
             Child(
                 "adapters",

@@ -117,12 +117,16 @@ async def run_until(stop: asyncio.Event, *coros: Coroutine[Any, Any, Any]) -> No
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def child_args(prog: str, *required: str, optional: tuple[str, ...] = ()) -> argparse.Namespace:
+def child_args(
+    prog: str, *required: str, optional: tuple[str, ...] = (), flags: tuple[str, ...] = ()
+) -> argparse.Namespace:
     """The command line of a child actor the node starts (state store, adapters)."""
     parser = argparse.ArgumentParser(prog=prog)
     for flag in ("--state-dir", "--endpoint", *required):
         parser.add_argument(flag, required=True)
     for flag in optional:
         parser.add_argument(flag)
+    for flag in flags:
+        parser.add_argument(flag, action="store_true")
     parser.add_argument("--lifeline", type=int)
     return parser.parse_args()

@@ -81,18 +81,21 @@ def path_semantics(path: str) -> str | None:
     return None
 
 
-def open_db(path: Path, node_id: str | None) -> tuple[sqlite3.Connection, str]:
+def open_db(
+    path: Path, node_id: str | None, *, check: bool = True
+) -> tuple[sqlite3.Connection, str]:
     """Open (creating or migrating) and check the database; returns the connection and node id.
-    A damaged file is ``durable-state-damaged``, a full or failing disk ``storage-*``."""
+    A damaged file is ``durable-state-damaged``, a full or failing disk ``storage-*``;
+    ``check=False`` skips the integrity check (just done by the daemon starting the store)."""
     try:
-        return _open(path, node_id)
+        return _open(path, node_id, check)
     except sqlite3.Error as err:
         raise integrity.storage_error(err) or integrity.damaged(str(err)) from None
 
 
-def _open(path: Path, node_id: str | None) -> tuple[sqlite3.Connection, str]:
+def _open(path: Path, node_id: str | None, check: bool) -> tuple[sqlite3.Connection, str]:
     fresh = not path.exists()
-    version = 0 if fresh else refuse_foreign(path, node_id)
+    version = 0 if fresh else refuse_foreign(path, node_id, check=check)
     if 0 < version < SCHEMA_VERSION:
         backup(path, version)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -137,14 +140,15 @@ def backup(path: Path, version: int) -> Path:
     return target
 
 
-def refuse_foreign(path: Path, node_id: str | None) -> int:
+def refuse_foreign(path: Path, node_id: str | None, *, check: bool = True) -> int:
     """Read-only checks of an existing database; returns its schema version or raises the
     durable-state-* refusal codes."""
     uri = path.resolve().as_uri() + "?mode=ro"  # escaped: '#', '?' and '%' are legal in paths
     try:
         ro = sqlite3.connect(uri, uri=True)
         try:
-            integrity.check(ro)
+            if check:
+                integrity.check(ro)
             version = int(ro.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:
                 raise RoostError(

@@ -317,7 +317,8 @@ class StateStore:
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     state_dir = Path(args.state_dir)
-    conn, _ = db.open_db(state_dir / "state.db", args.node_id)
+    # the daemon has just checked the file before this first start; a restart checks again
+    conn, _ = db.open_db(state_dir / "state.db", args.node_id, check=not args.checked)
     given = None if args.retain_events is None else retention.check_limit(args.retain_events)
     keep = Retention(retention.load_limit(conn, given))
     ctx = zmq.asyncio.Context()
@@ -337,7 +338,9 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
 
 
 def main() -> None:
-    args = child_args("roost-state", "--node-id", optional=("--retain-events",))
+    args = child_args(
+        "roost-state", "--node-id", optional=("--retain-events",), flags=("--checked",)
+    )
     setup_logging(Path(args.state_dir) / "logs" / "state.log", "state")
     run_until_stopped(lambda stop: serve(args, stop))
 

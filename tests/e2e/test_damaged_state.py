@@ -102,11 +102,11 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     node = Node(root)
     try:
         node.up("--node-id", "damaged")
-        for i in range(3):
+        for i in range(2):  # ~10 KB of events a turn: the event log spans many pages
             node.run("spawn", "echo", "--name", f"s{i}", "--mode", "stream")
-            for j in range(4):
-                node.run("turn", f"s{i}", f"/tool echo turn {j} " + "x" * 600, "--wait")
-        for i in range(3):
+            for j in range(3):
+                node.run("turn", f"s{i}", f"/tool echo turn {j} " + "x" * 3000, "--wait")
+        for i in range(2):
             node.run("spawn", "echo", "--name", f"p{i}")
         node.run("node", "stop", "--stop-sessions")
         data = (node.state_dir / "state.db").read_bytes()

@@ -10,6 +10,7 @@ Needs root (mount); skipped with the reason elsewhere.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -66,6 +67,10 @@ def fill(disk: Path, leave: int, name: str = "filler") -> Path:
     return filler
 
 
+def completed(node: Node, op: str) -> bool:
+    return bool(node.run("op", op)["state"] == "completed")
+
+
 def attempt(node: Node, *args: str) -> tuple[str, dict[str, Any]]:
     """A request's outcome: ("ok", doc) or (error code, error document); ``busy`` (a turn still
     running) is waited out."""
@@ -86,7 +91,7 @@ def test_a_full_disk_refuses_with_storage_full_and_service_comes_back(
     first = node.up()
     env = ["--env", "ROOST_ECHO_DELAY_MS=50"]
     node.run("spawn", "echo", "--name", "s", "--mode", "stream", *env)
-    pty = node.run("spawn", "echo", "--name", "p")["record"]
+    node.run("spawn", "echo", "--name", "p")
     assert node.run("turn", "s", "before", "--wait")["turn"]["state"] == "completed"
     status = node.run("node", "status")
     state_pid = status["actors"]["state"]["pid"]
@@ -131,7 +136,7 @@ def test_a_full_disk_refuses_with_storage_full_and_service_comes_back(
     for code, op in outcomes:
         state = node.run("op", op)["state"]
         if code == "ok":  # accepted: committed, so it ran to its end
-            wait_for(lambda op=op: node.run("op", op)["state"] == "completed", 30, f"{op} done")
+            wait_for(functools.partial(completed, node, op), 30, f"{op} to complete")
             assert f"{BIG} {op.split('-')[1]}" in inputs
         else:  # refused: nothing of it committed
             assert state == "unknown" and f"{BIG} {op.split('-')[1]}" not in inputs
