@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import json
 import os
 import sys
@@ -221,34 +222,12 @@ class Daemon:
             tasks.append(asyncio.create_task(self.link.run()))
         try:
             await self._wait_ready(peer)
-        except RoostError as err:
+            await self._started(peer)
+        except RoostError as err:  # storage-full too: node.started or node.json not written
             announce({"error": err.to_body()})
             self.failed = True
             stop.set()
         else:
-            await peer.call(
-                "state",
-                "state.events.append",
-                {
-                    "events": [
-                        {
-                            "kind": "node.started",
-                            "data": {"incarnation": self.incarnation, "pid": os.getpid()},
-                        }
-                    ]
-                },
-            )
-            write_node_info(
-                self.state_dir,
-                NodeInfo(
-                    self.node_id,
-                    self.incarnation,
-                    os.getpid(),
-                    self.router_ep,
-                    self.events_ep,
-                    self.endpoints().get("network"),
-                ),
-            )
             tasks.append(asyncio.create_task(node.sweep_loop()))
             announce({"ready": self.status()})
             log.info("node-serving", node_id=self.node_id, incarnation=self.incarnation)
@@ -262,6 +241,27 @@ class Daemon:
         await asyncio.gather(*tasks, return_exceptions=True)
         self.broker.close()
         self.ctx.destroy(0)
+
+    async def _started(self, peer: Peer) -> None:
+        """Append ``node.started``, then publish ``node.json`` for clients."""
+        event = {
+            "kind": "node.started",
+            "data": {"incarnation": self.incarnation, "pid": os.getpid()},
+        }
+        await peer.call("state", "state.events.append", {"events": [event]})
+        network = self.endpoints().get("network")
+        info = NodeInfo(
+            self.node_id, self.incarnation, os.getpid(), self.router_ep, self.events_ep, network
+        )
+        try:
+            write_node_info(self.state_dir, info)
+        except OSError as exc:
+            full = exc.errno == errno.ENOSPC
+            raise RoostError(
+                "storage-full" if full else "storage-failed",
+                "node.json could not be written to the state directory",
+                {"errno": errno.errorcode.get(exc.errno or 0)},
+            ) from None
 
     async def _wait_ready(self, peer: Peer) -> None:
         deadline = time.monotonic() + READY_TIMEOUT

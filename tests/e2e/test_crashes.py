@@ -174,7 +174,8 @@ def test_node_up_after_a_daemon_sigkill_starts_at_once(node: Node) -> None:
     second = node.up()
     took = time.monotonic() - started
     assert second["incarnation"] != first["incarnation"] and not second["already_running"]
-    assert took < 5.0, f"node up after a SIGKILL took {took:.1f} s"
+    # before: >= 15 s of probe timeouts (15.6 s median); a start itself is ~1.5 s, more under load
+    assert took < 12.0, f"node up after a SIGKILL took {took:.1f} s"
     assert node.run("node", "status")["incarnation"] == second["incarnation"]
 
 
