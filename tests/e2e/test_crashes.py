@@ -190,3 +190,32 @@ def test_a_node_json_naming_a_live_stranger_pid_is_no_node(node: Node) -> None:
     assert node.error("node", "status")["code"] == "node-not-running"
     assert time.monotonic() - started < 3.0
     assert not node.up()["already_running"]
+
+
+def test_a_stalled_state_store_orphaned_by_a_daemon_sigkill_exits_when_it_resumes(
+    node: Node,
+) -> None:
+    """The old state store, stopped (SIGSTOP) when its daemon was killed, cannot read its
+    lifeline's EOF until it runs again; the new node starts meanwhile, and the old store exits
+    as soon as it resumes, without taking the new one's place."""
+    first = node.up()
+    old_state = node.run("node", "status")["actors"]["state"]["pid"]
+    os.kill(old_state, signal.SIGSTOP)
+    try:
+        _kill(first["pid"])
+        second = node.up()
+        new_state = node.run("node", "status")["actors"]["state"]["pid"]
+        assert new_state != old_state and _alive(old_state)
+    finally:
+        os.kill(old_state, signal.SIGCONT)
+    wait_for(lambda: not _alive(old_state), 10, "the orphaned state store to exit")
+    rec = node.run("spawn", "echo", "--name", "after", "--mode", "stream")["record"]
+    assert node.run("turn", "after", "served by the new store", "--wait")["turn"]["state"] == (
+        "completed"
+    )
+    status = node.run("node", "status")
+    assert status["incarnation"] == second["incarnation"]
+    assert (
+        status["actors"]["state"]["pid"] == new_state and status["actors"]["state"]["restarts"] == 0
+    )
+    assert node.record(rec["id"])["state"] == "live"
