@@ -20,9 +20,9 @@ from typing import Any
 import pyte
 import structlog
 
-log = structlog.get_logger("roost.terminal")
-
 from roost.actors.escapes import EscapeFilter
+
+log = structlog.get_logger("roost.terminal")
 
 REFUSALS = (TypeError, ValueError, IndexError, KeyError)
 
