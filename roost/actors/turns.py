@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from roost.actors.lines import LINE_CAP, Lines
-from roost.actors.outbox import TRANSIENT, Outbox
+from roost.actors.outbox import REFUSED, TRANSIENT, Outbox
 from roost.actors.peer import Peer
 from roost.actors.terminal import Terminal, Transcript
 from roost.broker.errors import RoostError
@@ -160,6 +160,8 @@ class TurnRunner:
             except RoostError as err:
                 if err.code not in TRANSIENT:
                     raise
+                if attempts == 1 and err.code in REFUSED:
+                    raise  # the store could not write it (a full disk): nothing was begun
                 if attempts == 1:
                     log.warning("turn-begin-unanswered", turn=turn_id, code=err.code)
                 await asyncio.sleep(BEGIN_RETRY_S)
