@@ -144,6 +144,9 @@ class Spool:
     async def drained(self, timeout: float) -> bool:
         return True
 
+    def undelivered(self) -> RoostError:  # as Outbox: why input waits (no full disk here)
+        return RoostError("unavailable", "earlier events are still being delivered")
+
 
 def _held_runner(tmp_path: Path, peer: HeldPeer, spool: Spool) -> TurnRunner:
     spec = {
