@@ -50,6 +50,7 @@ FLOOD_S = 4.0  # the bound on the time phase B may send
 HARD_AT = 200  # when phase A sends the frames at and over HARD_FRAME_LIMIT
 WINDOW = 150  # routed requests phase A lets be outstanding before it waits for answers
 SETTLE_S = 5.0  # how long the fuzzer waits for the last answers of a phase
+FLOOD_SETTLE_S = 30.0  # ... of the flood (it returns as soon as all are in)
 PROBE_EVERY_S = 0.4
 PROBE_DEADLINE_S = 2.0
 
@@ -764,7 +765,9 @@ def phase_b(flooders: list[FuzzSocket], gen: Gen, token: str, out: Outcome) -> N
                 out.flood_sent += 1
         if i % 250 == 249:
             drain(flooders, out)
-    settle(flooders, out, SETTLE_S)
+    # every request must be answered; on a loaded machine (2 cores, the suite's other processes)
+    # working through a few thousand takes longer than a phase A settle, so wait longer here
+    settle(flooders, out, FLOOD_SETTLE_S)
     out.unanswered["B"] = [x for fs in flooders for x in fs.unanswered()]
     out.disconnects.update({fs.name: n for fs in flooders if (n := fs.disconnects())})
 
