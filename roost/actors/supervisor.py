@@ -126,16 +126,14 @@ class Supervisor:
     def _on_exit(self, status: ExitStatus) -> None:
         self.exit = status
         self.snapshot()
-        self.outbox.put(
-            self._stamp(
-                {
-                    "t": "report",
-                    "method": "node.session.exited",
-                    "body": {**self.session_address, "exit": status.to_wire()},
-                }
-            )
-        )
-        self._finishing = asyncio.get_running_loop().create_task(self._finish())
+        self.checks.on_exit()
+        self._finishing = asyncio.get_running_loop().create_task(self._report_exit(status))
+
+    async def _report_exit(self, status: ExitStatus) -> None:
+        """The exit, after a pending resume's verdict (a CLI that gave up the resume at once)."""
+        await self.checks.settled()
+        self.report("node.session.exited", {"exit": status.to_wire()})
+        await self._finish()
 
     async def _finish(self) -> None:
         """Leave once the node has everything (however long it is away), a turn whose begin
@@ -240,6 +238,8 @@ class Supervisor:
         then: bytes = b"",
     ) -> dict[str, Any]:
         """Commit the input event (and its operation), then type it: accepted means durable."""
+        self._pty(header)
+        await self.checks.hold_input()  # a resume's verdict first: never typed into a void
         agent = self._pty(header)
         async with self._input_lock:
             if not await self.outbox.drained(5.0):

@@ -150,12 +150,16 @@ class KimiAdapter(Adapter):
         return screen_session(screen) or file_session(ctx, since, _sent_prompts(screen))
 
     def verify_resume(
-        self, screen: str, provider_session: str, samples: list[Evidence]
+        self,
+        screen: str,
+        provider_session: str,
+        samples: list[Evidence],
+        ctx: LaunchContext | None = None,
     ) -> ResumeCheck:
         shown = screen_session(screen)
         if shown is not None and shown != provider_session:
             return ResumeCheck(RESUME_FAILED, "identity", f"kimi shows {shown}")
-        return super().verify_resume(screen, provider_session, samples)
+        return super().verify_resume(screen, provider_session, samples, ctx)
 
 
 # -- parsing -------------------------------------------------------------------------------------

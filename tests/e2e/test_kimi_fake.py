@@ -23,7 +23,7 @@ import pytest
 from roost.actors.terminal import Terminal
 from roost.adapters.base import LaunchContext
 from roost.adapters.kimi import KimiAdapter, work_dir_key
-from tests.e2e.conftest import Node, wait_for
+from tests.e2e.conftest import Node, assert_resume_failed_before_exit, wait_for
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "kimi"
 
@@ -166,6 +166,7 @@ def test_a_resume_kimi_cannot_do_ends_the_generation_and_starts_nothing_new(
     shown = node.run("show", rid, "--screen")["last_screen"]
     assert f'Session "{sid}" not found.' in shown
     assert kimi.sessions() == []  # no fresh conversation in its place
+    assert_resume_failed_before_exit(node, rid)
 
 
 def test_an_untrusted_folder_needs_attention_and_nothing_is_typed(node: Node, kimi: Kimi) -> None:
