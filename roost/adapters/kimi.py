@@ -84,6 +84,9 @@ ERRORS = (
 
 class KimiAdapter(Adapter):
     provider = "kimi"
+    # Like codex: text and Enter arriving in one read are a paste, and the Enter only adds an
+    # empty line to the composer (kimi 2.1.0 in a PTY; issue 9 finding 12). Submit apart.
+    submit_delay_s = 0.3
 
     @staticmethod
     def _bin(ctx: LaunchContext) -> str:
