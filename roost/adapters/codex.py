@@ -217,8 +217,8 @@ class CodexAdapter(Adapter):
         seen = self.classify(screen, exited=exited, evidence=evidence)
         if seen.state != READY:
             return seen
-        if view.title[:1] and ord(view.title[0]) in SPINNER:
-            return Classification(BUSY, detail=f"title: {view.title}")
+        if view.title[:1] and ord(view.title[0]) in SPINNER:  # the detail without the frame:
+            return Classification(BUSY, detail=f"working: {view.title[1:].strip()}")  # no churn
         if view.ctx is not None and view.provider_session:
             path = find_rollout(self.codex_home(view.ctx) / "sessions", view.provider_session)
             if path is not None and turn_open(path, view.since):

@@ -72,7 +72,10 @@ def test_streaming_text_reads_ready_on_the_screen_alone() -> None:
 def test_a_spinner_leading_the_title_is_busy() -> None:
     title = title_after("codex-mock-long-head.pty")
     state, detail = classify(capture("codex-mock-long.txt"), SessionView(title=title))
-    assert state == BUSY and detail == f"title: {title}"
+    assert state == BUSY and detail == "working: Please give a LONG answer | proj"
+    # the next spinner frame is the same verdict: no new classification per frame
+    moved = SessionView(title="\u2819" + title[1:])
+    assert classify(capture("codex-mock-long.txt"), moved) == (state, detail)
 
 
 def test_the_title_without_its_spinner_is_ready() -> None:
