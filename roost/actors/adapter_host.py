@@ -23,7 +23,7 @@ from roost.actors.process import (
     setup_logging,
     watch_lifeline,
 )
-from roost.adapters.base import Adapter, LaunchContext
+from roost.adapters.base import Adapter, LaunchContext, SessionView
 from roost.adapters.evidence import Evidence
 from roost.adapters.registry import adapters
 from roost.broker import fields as f
@@ -85,10 +85,35 @@ class AdapterActor:
                 "bad-request", f"field {key!r} is not process evidence", {"field": key}
             ) from None
 
+    @classmethod
+    def _launched(cls, body: dict[str, Any]) -> LaunchContext | None:
+        """The launch context, when the caller sent one (``mode`` and the rest)."""
+        return cls._context(body) if body.get("mode") is not None else None
+
+    @staticmethod
+    def _since(body: dict[str, Any]) -> float:
+        since = body.get("since", 0.0)
+        if not isinstance(since, int | float) or isinstance(since, bool):
+            raise RoostError("bad-request", "field 'since' must be a number", {"field": "since"})
+        return float(since)
+
+    @classmethod
+    def _view(cls, body: dict[str, Any]) -> SessionView:
+        return SessionView(
+            title=f.text(body, "title", max_len=4096) if body.get("title") is not None else "",
+            provider_session=f.opt_str(body, "provider_session", max_len=256),
+            since=cls._since(body),
+            ctx=cls._launched(body),
+        )
+
     async def classify(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        screen = f.text(body, "screen")
-        seen = self.adapter.classify(
-            screen, exited=f.opt_bool(body, "exited"), evidence=self._evidence(body)
+        """The screen, the process evidence and (optional) what else the supervisor knows: the
+        window title, the provider session, the launch time and context."""
+        seen = self.adapter.classify_session(
+            f.text(body, "screen"),
+            exited=f.opt_bool(body, "exited"),
+            evidence=self._evidence(body),
+            view=self._view(body),
         )
         return seen.to_wire()
 
@@ -108,11 +133,8 @@ class AdapterActor:
         return {"events": events, "facts": facts}
 
     async def identity(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        since = body.get("since", 0.0)
-        if not isinstance(since, int | float) or isinstance(since, bool):
-            raise RoostError("bad-request", "field 'since' must be a number", {"field": "since"})
         ident = self.adapter.discover_identity(
-            f.text(body, "screen"), self._context(body), since=float(since)
+            f.text(body, "screen"), self._context(body), since=self._since(body)
         )
         return {"provider_session": ident}
 
@@ -124,7 +146,10 @@ class AdapterActor:
             )
         samples = [e for e in (self._evidence({"e": s}, "e") for s in raw) if e is not None]
         check = self.adapter.verify_resume(
-            f.text(body, "screen"), f.req_str(body, "provider_session", max_len=256), samples
+            f.text(body, "screen"),
+            f.req_str(body, "provider_session", max_len=256),
+            samples,
+            self._launched(body),
         )
         return check.to_wire()
 

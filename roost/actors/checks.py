@@ -5,7 +5,10 @@
 * did a cold resume reach the same conversation? After a resume the supervisor samples the
   process tree and asks ``adapter.verify_resume`` until it answers ``resumed``,
   ``attention_required``, ``retry_fresh`` or ``resume_failed``; no verdict in time is reported as
-  ``attention_required`` (resume-unverified). Nothing here ever types into the session.
+  ``attention_required`` (resume-unverified). A CLI that exits before a verdict gets one at
+  once (``resume_failed``), reported before its exit. Until the verdict, input waits
+  (``hold_input``): typed into a CLI still loading (or failing to load) the conversation, it
+  would be lost after ``accepted``. Nothing here ever types into the session.
 """
 
 from __future__ import annotations
@@ -28,19 +31,64 @@ log = structlog.get_logger("roost.checks")
 IDENTITY_POLL_S = 1.0
 VERIFY_POLL_S = 0.5
 VERIFY_DEADLINE_S = 45.0
+HOLD_INPUT_S = 6.0  # under the node's 10-s call to the supervisor
+SETTLE_S = 5.0  # how long an exit waits for the verdict to be reported first
+TITLE_CAP = 1024
 
 
 class IdentityAndResume:
     def __init__(self, sup: Supervisor) -> None:
         self.sup = sup
         self._tasks: set[asyncio.Task[None]] = set()
+        self.verdict = asyncio.Event()  # set once a resume has its verdict (or needs none)
+        self._checking = False
+        self._exited = asyncio.Event()
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         if self.sup.identity is None:
             self._keep(loop.create_task(self._identity_loop()))
         if self.sup.spec.get("resume") and self.sup.identity:
+            self._checking = True
             self._keep(loop.create_task(self._verify_loop()))
+        else:
+            self.verdict.set()
+
+    @property
+    def pending(self) -> bool:
+        """A resume whose verdict is not reported yet (only once ``start`` began checking)."""
+        return self._checking and not self.verdict.is_set()
+
+    async def hold_input(self) -> None:
+        """Wait for the resume's verdict before input is committed and typed; refuse it clearly
+        (nothing committed) if the verdict takes longer than ``HOLD_INPUT_S``."""
+        if not self.pending:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.verdict.wait(), HOLD_INPUT_S)
+        if not self.verdict.is_set():
+            raise RoostError(
+                "resume-pending",
+                "the resumed session is not verified yet; nothing was typed, retry shortly",
+                {"record": self.sup.record_id},
+            )
+
+    def on_exit(self) -> None:
+        self._exited.set()
+
+    async def settled(self) -> None:
+        """After the agent exited: the verdict reported (or a bounded wait for it)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.verdict.wait(), SETTLE_S)
+
+    def view(self) -> dict[str, Any]:
+        """What a classification needs besides the screen: title, identity, launch, context."""
+        return {
+            "title": self.sup.term.title()[:TITLE_CAP],
+            "provider_session": self.sup.identity,
+            "since": self.sup.launched_at,
+            **self._context(),
+        }
 
     def _keep(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
@@ -72,33 +120,29 @@ class IdentityAndResume:
             await self.discover()
 
     async def _verify_loop(self) -> None:
+        try:
+            await self._verify()
+        except Exception:  # a silent end would leave input held and the exit waiting
+            log.exception("resume-check-failed", record=self.sup.record_id)
+            self.verdict.set()
+            raise
+
+    async def _verify(self) -> None:
         sup = self.sup
         samples: deque[dict[str, Any]] = deque(maxlen=2)
         deadline = asyncio.get_running_loop().time() + VERIFY_DEADLINE_S
         verdict: dict[str, Any] = {"outcome": None}
-        while asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(VERIFY_POLL_S)
+        while asyncio.get_running_loop().time() < deadline and not verdict.get("outcome"):
+            with contextlib.suppress(TimeoutError):  # an exit wakes the loop at once
+                await asyncio.wait_for(self._exited.wait(), VERIFY_POLL_S)
+            exited = sup.exit is not None
             assert sup.agent is not None and sup.agent.pty is not None
             samples.append(
-                probe.sample(
-                    sup.agent.pid if sup.exit is None else None, sup.agent.pty.fd
-                ).to_wire()
+                probe.sample(None if exited else sup.agent.pid, sup.agent.pty.fd).to_wire()
             )
-            try:
-                verdict = await sup.peer.call(
-                    f"adapter/{sup.provider}",
-                    "adapter.verify_resume",
-                    {
-                        "screen": sup.term.text(),
-                        "provider_session": sup.identity,
-                        "samples": list(samples),
-                    },
-                    timeout=3.0,
-                )
-            except RoostError:
-                continue
-            if verdict.get("outcome"):
-                break
+            verdict = await self._ask(list(samples)) or verdict
+            if exited and not verdict.get("outcome"):
+                verdict = {"outcome": "resume_failed", "reason": "exited", "detail": ""}
         if not verdict.get("outcome"):
             verdict = {
                 "outcome": "attention_required",
@@ -107,3 +151,23 @@ class IdentityAndResume:
             }
         log.info("resume-verdict", record=sup.record_id, **verdict)
         sup.report("node.session.resume", {"verdict": verdict})
+        self.verdict.set()
+
+    async def _ask(self, samples: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The adapter's verdict on the screen as it stands; None if it did not answer."""
+        sup = self.sup
+        try:
+            verdict: dict[str, Any] = await sup.peer.call(
+                f"adapter/{sup.provider}",
+                "adapter.verify_resume",
+                {
+                    "screen": sup.term.text(),
+                    "provider_session": sup.identity,
+                    "samples": samples,
+                    **self._context(),
+                },
+                timeout=3.0,
+            )
+        except RoostError:
+            return None
+        return verdict

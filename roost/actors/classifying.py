@@ -69,6 +69,11 @@ class ScreenClassifier:
         return await sup.peer.call(
             f"adapter/{sup.provider}",
             "adapter.classify",
-            {"screen": sup.term.text(), "exited": sup.exit is not None, "evidence": sup.evidence()},
+            {
+                "screen": sup.term.text(),
+                "exited": sup.exit is not None,
+                "evidence": sup.evidence(),
+                **sup.checks.view(),  # the title, identity, launch time and context
+            },
             timeout=CALL_TIMEOUT_S,
         )

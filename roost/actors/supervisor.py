@@ -43,6 +43,7 @@ from roost.broker.errors import RoostError
 log = structlog.get_logger("roost.supervisor")
 
 RETRY_S = 0.5
+ECHO_TAIL, ECHO_WAIT_S, ECHO_POLL_S = 8, 3.0, 0.02  # the typed text shown before its submit
 
 
 class Supervisor:
@@ -126,16 +127,14 @@ class Supervisor:
     def _on_exit(self, status: ExitStatus) -> None:
         self.exit = status
         self.snapshot()
-        self.outbox.put(
-            self._stamp(
-                {
-                    "t": "report",
-                    "method": "node.session.exited",
-                    "body": {**self.session_address, "exit": status.to_wire()},
-                }
-            )
-        )
-        self._finishing = asyncio.get_running_loop().create_task(self._finish())
+        self.checks.on_exit()
+        self._finishing = asyncio.get_running_loop().create_task(self._report_exit(status))
+
+    async def _report_exit(self, status: ExitStatus) -> None:
+        """The exit, after a pending resume's verdict (a CLI that gave up the resume at once)."""
+        await self.checks.settled()
+        self.report("node.session.exited", {"exit": status.to_wire()})
+        await self._finish()
 
     async def _finish(self) -> None:
         """Leave once the node has everything (however long it is away), a turn whose begin
@@ -240,6 +239,8 @@ class Supervisor:
         then: bytes = b"",
     ) -> dict[str, Any]:
         """Commit the input event (and its operation), then type it: accepted means durable."""
+        self._pty(header)
+        await self.checks.hold_input()  # a resume's verdict first: never typed into a void
         agent = self._pty(header)
         async with self._input_lock:
             if not await self.outbox.drained(5.0):
@@ -265,9 +266,21 @@ class Supervisor:
                 }
             agent.write(data)
             if then:  # the submit key apart from the text: some TUIs take a burst for a paste
-                await asyncio.sleep(self.submit_delay)
+                await self._echoed(data.decode("utf-8", "replace"))
                 agent.write(then)
         return {"accepted": True, "seq": committed["seqs"][0]}
+
+    async def _echoed(self, text: str) -> None:
+        """Wait before the submit key: ``submit_delay_s``, then until the screen shows the typed
+        text's end (the TUI has read it, so the key comes in a read of its own, even when the
+        CLI is slow to read under load), at most ``ECHO_WAIT_S`` more."""
+        await asyncio.sleep(self.submit_delay)
+        tail = "".join(text.split())[-ECHO_TAIL:]
+        deadline = asyncio.get_running_loop().time() + ECHO_WAIT_S
+        while tail and tail not in "".join(self.term.text().split()):
+            if self.exit is not None or asyncio.get_running_loop().time() > deadline:
+                return
+            await asyncio.sleep(ECHO_POLL_S)
 
     async def on_prompt(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         text = f.text(body, "text")

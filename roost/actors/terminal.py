@@ -5,7 +5,8 @@ one older file kept); its byte offset runs across generations and rotations, so 
 offset N knows exactly what it missed. The screen is what a human would see now, rows joined by
 newlines. Escape sequences pyte does not know are taken out before it sees them (``escapes``), and
 one whose arguments a screen method still refuses is ignored, never raised out of ``feed`` (which
-would lose the rest of that read and its classification).
+would lose the rest of that read and its classification). The title is the window title the
+program set last (OSC 0 or 2), which some CLIs use for a progress spinner.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ class Terminal:
 
     def text(self) -> str:
         return "\n".join(line.rstrip() for line in self.screen.display).rstrip("\n")
+
+    def title(self) -> str:
+        """The window title the program set last (OSC 0 or 2), "" before any."""
+        return str(self.screen.title)
 
     def cursor(self) -> dict[str, int]:
         return {"row": self.screen.cursor.y, "col": self.screen.cursor.x}

@@ -105,6 +105,18 @@ class Classification:
         return {"state": self.state, "reason": self.reason, "detail": self.detail}
 
 
+@dataclass(frozen=True)
+class SessionView:
+    """What the supervisor knows of a running pty session besides its screen and processes: the
+    window title the CLI set last, the provider session id (if known), when this process was
+    launched (epoch seconds) and its launch context (None when the caller did not send it)."""
+
+    title: str = ""
+    provider_session: str | None = None
+    since: float = 0.0
+    ctx: LaunchContext | None = None
+
+
 RESUMED, ATTENTION_REQUIRED, RETRY_FRESH, RESUME_FAILED = (
     "resumed",
     "attention_required",
@@ -158,6 +170,13 @@ class Adapter(ABC):
         attention(reason) | shell | exited``. An approval or trust screen is reported, never
         answered."""
 
+    def classify_session(
+        self, screen: str, *, exited: bool, evidence: Evidence | None, view: SessionView
+    ) -> Classification:
+        """``classify`` with what else the supervisor knows (``view``): for CLIs whose screen
+        alone does not tell (codex streaming text shows no busy line). Default: the screen."""
+        return self.classify(screen, exited=exited, evidence=evidence)
+
     def turn(
         self, provider_session: str | None, text: str, ctx: LaunchContext, *, first: bool
     ) -> Launch:
@@ -183,11 +202,16 @@ class Adapter(ABC):
         return None
 
     def verify_resume(
-        self, screen: str, provider_session: str, samples: list[Evidence]
+        self,
+        screen: str,
+        provider_session: str,
+        samples: list[Evidence],
+        ctx: LaunchContext | None = None,
     ) -> ResumeCheck:
         """Did the resume reach the same conversation? The default reads the classification:
         ready/busy -> resumed; attention -> attention_required (launch, pane and identity kept);
-        exited -> resume_failed; a proven stable idle shell -> retry_fresh; else undecided."""
+        exited -> resume_failed; a proven stable idle shell -> retry_fresh; else undecided.
+        ``ctx`` (the launch's, when sent) lets an adapter look for the conversation's files."""
         latest = samples[-1] if samples else None
         seen = self.classify(
             screen, exited=latest is not None and latest.agent is None, evidence=latest

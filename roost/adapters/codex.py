@@ -11,11 +11,10 @@ session id (a UUIDv7, no flag to choose one), so identity is discovered: from th
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +23,25 @@ from roost.adapters.base import (
     BUSY,
     EXITED,
     READY,
+    RESUME_FAILED,
+    RESUMED,
     SHELL,
     STARTING,
     Adapter,
     Classification,
     Launch,
     LaunchContext,
+    ResumeCheck,
+    SessionView,
     last_line,
 )
+from roost.adapters.codex_rollout import UUID, find_rollout, first_thread, turn_open
 from roost.adapters.evidence import SHELLS, Evidence
 from roost.broker.errors import RoostError
 
 Event = dict[str, Any]
 
-UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 RESUME_HINT = re.compile(rf"codex resume ({UUID})")
-ROLLOUT_NAME = re.compile(rf"^rollout-.+-({UUID})\.jsonl$")
 
 # Screens that wait for a human; they replace the composer.
 MODAL_MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -82,6 +84,12 @@ ERROR_REASONS = (
         ),
     ),
 )
+# A resume still loading its thread, and codex giving up on it (the TUI gone, on the main
+# screen; the message wraps at the terminal's width).
+RESUMING = "Resuming session\u2026"
+RESUME_GAVE_UP = "Failed to resume session"
+RESUME_NOT_FOUND = "no rollout found"
+SPINNER = range(0x2800, 0x2900)  # braille: the title's first character while a turn runs
 PROMPT_MARK = "\u203a"  # codex marks the composer, prompts and chosen options with it
 MENU_OPTION = re.compile(r"^\s*[\u203a>]\s*\d+\.\s")
 STDERR_NOISE = (
@@ -200,13 +208,55 @@ class CodexAdapter(Adapter):
             return Classification(ATTENTION, "picker", last_line(screen).strip())
         return Classification(STARTING)
 
+    def classify_session(
+        self, screen: str, *, exited: bool, evidence: Evidence | None, view: SessionView
+    ) -> Classification:
+        """Once an answer streams, codex 0.171.0 erases its "Working ... esc to interrupt" line:
+        a composer under streaming text reads ready. What still says busy is a spinner leading
+        the window title, and the rollout file: a ``task_started`` with no end since launch."""
+        seen = self.classify(screen, exited=exited, evidence=evidence)
+        if seen.state != READY:
+            return seen
+        if view.title[:1] and ord(view.title[0]) in SPINNER:  # the detail without the frame:
+            return Classification(BUSY, detail=f"working: {view.title[1:].strip()}")  # no churn
+        if view.ctx is not None and view.provider_session:
+            path = find_rollout(self.codex_home(view.ctx) / "sessions", view.provider_session)
+            if path is not None and turn_open(path, view.since):
+                return Classification(BUSY, detail="rollout: a turn started and not ended")
+        return seen
+
+    def verify_resume(
+        self,
+        screen: str,
+        provider_session: str,
+        samples: list[Evidence],
+        ctx: LaunchContext | None = None,
+    ) -> ResumeCheck:
+        """Resumed only on evidence that the thread is there: its rollout file, and a screen past
+        "Resuming session…". codex draws a composer before it has loaded the thread, and gives
+        up afterwards ("Failed to resume session ... no rollout found"), so a composer alone
+        proves nothing."""
+        flat = screen.replace("\n", "")
+        if RESUME_GAVE_UP in flat:
+            reason = "not-found" if RESUME_NOT_FOUND in flat else "exited"
+            return ResumeCheck(RESUME_FAILED, reason, _gave_up(screen))
+        check = super().verify_resume(screen, provider_session, samples, ctx)
+        if check.outcome != RESUMED:
+            return check
+        if RESUMING in screen:
+            return ResumeCheck(None)  # still loading: the verdict comes with what follows
+        if ctx is not None and find_rollout(self.codex_home(ctx) / "sessions", provider_session):
+            return check
+        return ResumeCheck(None)  # no thread file (yet): wait for codex's own word, or exit
+
     # -- identity ------------------------------------------------------------------------------
 
     def discover_identity(self, screen: str, ctx: LaunchContext, *, since: float) -> str | None:
         hints = RESUME_HINT.findall(screen)
         if hints:
             return str(hints[-1])
-        return self._from_rollouts(ctx, since)
+        sessions = self.codex_home(ctx) / "sessions"
+        return first_thread(sessions, since, ctx.cwd, pty=ctx.mode == "pty")
 
     def codex_home(self, ctx: LaunchContext) -> Path:
         home = self._setting(ctx, "CODEX_HOME")
@@ -214,69 +264,6 @@ class CodexAdapter(Adapter):
             return Path(home)
         user_home = self._setting(ctx, "HOME")
         return (Path(user_home) if user_home else Path.home()) / ".codex"
-
-    def _from_rollouts(self, ctx: LaunchContext, since: float) -> str | None:
-        """The oldest thread started since the launch in this cwd: with two sessions launched in
-        one cwd, the later launch never sees the earlier one's thread (it predates ``since``)."""
-        found: list[tuple[float, str]] = []
-        for path in _rollouts(self.codex_home(ctx) / "sessions", since):
-            match = ROLLOUT_NAME.match(path.name)
-            if match is None:
-                continue
-            ident = match.group(1)
-            started = uuid7_time(ident)
-            if started is None or started < since - 0.05:  # ms resolution of the id
-                continue
-            if _meta_matches(path, ident, ctx):
-                found.append((started, ident))
-        return min(found)[1] if found else None
-
-
-# -- identity helpers --------------------------------------------------------------------------
-
-
-def uuid7_time(ident: str) -> float | None:
-    """The creation time (epoch seconds) in a UUIDv7, None for another version."""
-    digits = ident.replace("-", "")
-    if len(digits) != 32 or digits[12] != "7":
-        return None
-    return int(digits[:12], 16) / 1000
-
-
-def _rollouts(sessions: Path, since: float) -> Iterator[Path]:
-    """Rollout files in the day folders that can hold a thread started since ``since`` (folders
-    are named by codex's local time, so the day before is read as well)."""
-    start = dt.date.fromtimestamp(since) - dt.timedelta(days=1)
-    for year in _numbered(sessions, start.year):
-        for month in _numbered(year, 1):
-            for day in _numbered(month, 1):
-                named = (int(year.name), int(month.name), int(day.name))
-                if named >= (start.year, start.month, start.day):
-                    yield from day.glob("rollout-*.jsonl")
-
-
-def _numbered(folder: Path, least: int) -> Iterator[Path]:
-    """Sub-folders named by a number at least ``least``."""
-    if folder.is_dir():
-        yield from (p for p in folder.iterdir() if p.name.isdigit() and int(p.name) >= least)
-
-
-def _meta_matches(path: Path, ident: str, ctx: LaunchContext) -> bool:
-    try:
-        with path.open(encoding="utf-8") as fh:
-            meta = json.loads(fh.readline())
-    except (OSError, ValueError, UnicodeDecodeError):
-        return False  # still being written, or not codex's
-    payload = meta.get("payload") if isinstance(meta, dict) else None
-    if not isinstance(payload, dict) or meta.get("type") != "session_meta":
-        return False
-    if payload.get("id", ident) != ident or not isinstance(payload.get("cwd"), str):
-        return False
-    source = payload.get("source", "cli")
-    # A pty session is never an exec turn or a sub-agent (whose source is a map).
-    if ctx.mode == "pty" and (not isinstance(source, str) or source == "exec"):
-        return False
-    return bool(os.path.realpath(payload["cwd"]) == os.path.realpath(ctx.cwd))
 
 
 # -- screen helpers ----------------------------------------------------------------------------
@@ -300,6 +287,13 @@ def _composer(lines: list[str]) -> int | None:
         if lines[i].lstrip().startswith(PROMPT_MARK) and not MENU_OPTION.match(lines[i]):
             return i
     return None
+
+
+def _gave_up(screen: str) -> str:
+    """Why codex gave up a resume, without the host path of its rollout file."""
+    flat = screen.replace("\n", "")
+    why = flat[flat.index(RESUME_GAVE_UP) :].split("(code", 1)[0]
+    return re.sub(r" from \S+: ", ": ", why).strip()[:300]
 
 
 def _asked(lines: list[str]) -> str:

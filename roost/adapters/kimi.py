@@ -84,6 +84,9 @@ ERRORS = (
 
 class KimiAdapter(Adapter):
     provider = "kimi"
+    # Like codex: text and Enter arriving in one read are a paste, and the Enter only adds an
+    # empty line to the composer (kimi 2.1.0 in a PTY; issue 9 finding 12). Submit apart.
+    submit_delay_s = 0.3
 
     @staticmethod
     def _bin(ctx: LaunchContext) -> str:
@@ -150,12 +153,16 @@ class KimiAdapter(Adapter):
         return screen_session(screen) or file_session(ctx, since, _sent_prompts(screen))
 
     def verify_resume(
-        self, screen: str, provider_session: str, samples: list[Evidence]
+        self,
+        screen: str,
+        provider_session: str,
+        samples: list[Evidence],
+        ctx: LaunchContext | None = None,
     ) -> ResumeCheck:
         shown = screen_session(screen)
         if shown is not None and shown != provider_session:
             return ResumeCheck(RESUME_FAILED, "identity", f"kimi shows {shown}")
-        return super().verify_resume(screen, provider_session, samples)
+        return super().verify_resume(screen, provider_session, samples, ctx)
 
 
 # -- parsing -------------------------------------------------------------------------------------

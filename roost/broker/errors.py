@@ -26,6 +26,7 @@ CODES: dict[str, str] = {
     "name-taken": "another record already has that name",
     "session-record-busy": "the record is live (or changing state); stop it first",
     "session-not-live": "the record has no live session to take this request",
+    "resume-pending": "the resumed session is not verified yet; nothing was typed, retry shortly",
     "stale-generation": "the request names an older generation of the session",
     "no-provider-session": "the record has no provider session id to resume by",
     "unknown-provider": "no adapter for that provider",

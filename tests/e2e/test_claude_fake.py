@@ -13,7 +13,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import FAKES, TURN_KINDS, Node, activity, stopped, wait_for
+from tests.e2e.conftest import (
+    FAKES,
+    TURN_KINDS,
+    Node,
+    activity,
+    assert_resume_failed_before_exit,
+    stopped,
+    wait_for,
+)
 
 FAKE = FAKES / "claude"
 
@@ -79,6 +87,7 @@ def test_a_conversation_with_no_message_cannot_be_resumed(
     assert "No conversation found with session ID: " + rec["provider_session"] in (
         shown["last_screen"] or ""
     )
+    assert_resume_failed_before_exit(node, rec["id"])
 
 
 def test_a_stream_session_runs_turns_with_a_tool_call(

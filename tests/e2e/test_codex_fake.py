@@ -129,19 +129,31 @@ def test_a_session_stopped_before_its_first_turn_has_no_id_to_resume_by(
 def test_a_resume_whose_rollout_is_gone_ends_with_codexs_error(
     node: Node, tmp_path: Path, project: Path
 ) -> None:
+    """Issue 9 finding 11: codex draws "Resuming session…" above a composer before it gives up;
+    that composer is no verdict, a prompt sent meanwhile is never accepted and lost, and the
+    verdict is resume_failed (before the exit)."""
     node.up()
-    rid = spawn(node, project, tmp_path)
+    rid = spawn(node, project, tmp_path, "FAKE_CODEX_RESUMING_S=3")
     activity(node, rid, "ready")
     node.run("prompt", rid, "remember me")
     sid = identity(node, rid)
     node.run("stop", rid)
     rollouts(tmp_path)[sid].unlink()
     node.run("resume", rid)
+    refused = node.error("prompt", rid, "PING two")  # while codex shows "Resuming session…"
+    assert refused["code"] in ("session-not-live", "resume-pending"), refused
     gone = node.wait_state(rid, "dormant")
     assert gone["generation"] == 2 and gone["last_exit"]["code"] == 1
     assert gone["provider_session"] == sid  # kept: never swapped for a fresh conversation
     shown = node.run("show", rid, "--screen")
     assert f"no rollout found for thread id {sid}" in (shown["last_screen"] or "")
+    later = [e for e in node.run("events", "--id", rid)["events"] if e["generation"] == 2]
+    assert not [e for e in later if e["kind"] == "session.input"]  # PING two: never typed
+    verdicts = [e["data"] for e in later if e["kind"] == "session.resume"]
+    assert [(v["outcome"], v["reason"]) for v in verdicts] == [("resume_failed", "not-found")]
+    assert "/codex/sessions" not in verdicts[0]["detail"]
+    kinds = [e["kind"] for e in later]
+    assert kinds.index("session.resume") < kinds.index("session.exited")
 
 
 def test_a_login_screen_is_reported_and_nothing_is_typed(

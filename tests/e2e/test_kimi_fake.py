@@ -23,7 +23,7 @@ import pytest
 from roost.actors.terminal import Terminal
 from roost.adapters.base import LaunchContext
 from roost.adapters.kimi import KimiAdapter, work_dir_key
-from tests.e2e.conftest import Node, wait_for
+from tests.e2e.conftest import Node, assert_resume_failed_before_exit, wait_for
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "kimi"
 
@@ -166,6 +166,7 @@ def test_a_resume_kimi_cannot_do_ends_the_generation_and_starts_nothing_new(
     shown = node.run("show", rid, "--screen")["last_screen"]
     assert f'Session "{sid}" not found.' in shown
     assert kimi.sessions() == []  # no fresh conversation in its place
+    assert_resume_failed_before_exit(node, rid)
 
 
 def test_an_untrusted_folder_needs_attention_and_nothing_is_typed(node: Node, kimi: Kimi) -> None:
@@ -271,6 +272,14 @@ def _until(agent: ptyprocess.PtyProcess, term: Terminal, state: str, timeout: fl
     raise AssertionError(f"no {state} screen; last:\n{term.text()}")
 
 
+def _feed(agent: ptyprocess.PtyProcess, term: Terminal) -> bool:
+    """Feed what the fake printed (a wait_for step that never decides by itself)."""
+    if select.select([agent.fd], [], [], 0.05)[0]:
+        with contextlib.suppress(EOFError):
+            term.feed(agent.read(65536))
+    return False
+
+
 def test_the_fake_in_a_pty_walks_the_real_screens(
     kimi: Kimi, pty_kimi: tuple[ptyprocess.PtyProcess, Terminal]
 ) -> None:
@@ -280,13 +289,18 @@ def test_the_fake_in_a_pty_walks_the_real_screens(
     agent.write(b"\r")
     _until(agent, term, "ready")
     assert (kimi.home / "workspace-trust" / work_dir_key(str(kimi.cwd))).exists()
-    agent.write(b"hello kimi\r")
+    agent.write(b"hello kimi\r")  # one read: a paste, as kimi 2.1.0 takes it (finding 12)
+    wait_for(lambda: "│ > hello kimi" in term.text() or _feed(agent, term), 10, "the paste")
+    assert not kimi.sessions() and "You said" not in term.text()  # in the composer, unsent
+    agent.write(b"\r")  # an Enter of its own submits
     _until(agent, term, "busy")
     assert "● You said: hello kimi" in _until(agent, term, "ready")
     ctx = LaunchContext(str(kimi.cwd), "pty", {"KIMI_CODE_HOME": str(kimi.home)}, "/d")
     [session] = kimi.sessions()
     assert KimiAdapter().discover_identity(term.text(), ctx, since=since) == session["sessionId"]
-    agent.write(b"/exit\r")
+    agent.write(b"/exit")
+    wait_for(lambda: "│ > /exit" in term.text() or _feed(agent, term), 10, "/exit typed")
+    agent.write(b"\r")
     shown = _until(agent, term, "exited")
     assert f"To resume this session: kimi -r {session['sessionId']}" in shown
     assert KimiAdapter().discover_identity(shown, ctx, since=time.time()) == session["sessionId"]

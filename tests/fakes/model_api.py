@@ -21,6 +21,8 @@ The "model" is a few rules applied to the request's conversation:
 * ``RECALL`` -> the text of the previous user prompt found in the request's history (proves the
   CLI resent the earlier turn).
 * ``SLOW`` -> the normal answer, streamed slowly (``slow_seconds`` in all), for busy screens.
+* ``LONG`` -> a long answer (``LONG_WORDS`` words, numbered sentences ending ``End of the long
+  answer.``), always streamed slowly: a CLI printing text for a while, for busy screens.
 * Otherwise -> ``"Hello from the mock."``.
 * A request for JSON-schema output (e.g. codex's TUI title request) gets a sample document
   valid for the schema instead of text.
@@ -90,6 +92,17 @@ TOOL_DONE = "Tool said hi."
 TOOL_COMMAND = "echo hi"
 PERM_COMMAND = "touch made_by_mock.txt"
 MODEL = "mock-model"
+LONG_WORDS = 2400
+LONG_END = "End of the long answer."
+
+
+def long_answer(words: int = LONG_WORDS) -> str:
+    """About ``words`` words in numbered ten-word sentences, then ``LONG_END``."""
+    sentences = [
+        f"Sentence {n} of the long answer keeps the stream going on." for n in range(words // 10)
+    ]
+    return " ".join([*sentences, LONG_END])
+
 
 # Prefixes of user-role text that CLIs inject as context rather than as the person's prompt
 # (claude's <system-reminder> blocks, codex's <environment_context>/<user_instructions>/
@@ -246,6 +259,8 @@ def decide(turns: list[Turn]) -> Reply:
     if "RECALL" in last:
         earlier = prompts[-2] if len(prompts) >= 2 else "(no earlier turn)"
         return Reply(earlier)
+    if "LONG" in last:
+        return Reply(long_answer(), slow=True)
     return Reply(HELLO, slow="SLOW" in last)
 
 

@@ -11,12 +11,17 @@ claude without credentials and kimi without a model, attention at once with noth
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.e2e.conftest import Node, stopped, wait_for
-from tests.fakes.model_api import ModelApi
+from tests.fakes.model_api import LONG_END, ModelApi
 from tests.real.harness import MODULES, Cli, base_env, claude_env, codex_env, kimi_env
 
 Setup = Callable[[Path, ModelApi, Path], dict[str, str]]
@@ -204,3 +209,103 @@ def test_kimi_without_a_model_is_login(
     env = kimi_env(tmp_path / "homes", model_api, cwd, model=False)
     _needs_a_human_at_start(node, _kimi_bin(kimi), "ROOST_KIMI_BIN", env, cwd)
     assert "Model:     not set" in node.screen("fresh")
+
+
+# -- issue 9 findings 11-13: a lost conversation, kimi's submit, codex streaming ------------------
+
+
+@contextlib.contextmanager
+def cpu_load(burners: int = 3) -> Iterator[None]:
+    """Busy loops on every core (and one more) for the block: the load the testers saw."""
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+        for _ in range(burners)
+    ]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.timeout(400)
+def test_kimi_prompts_submit_under_load(
+    node: Node, kimi: Cli, model_api: ModelApi, tmp_path: Path
+) -> None:
+    """Finding 12: `roost prompt` alone submits to kimi in pty mode (no `roost key enter`), with
+    the machine's cores busy."""
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+    env = kimi_env(tmp_path / "homes", model_api, cwd)
+    node.up()
+    args = _env_args({**env, "ROOST_KIMI_BIN": _kimi_bin(kimi).argv[-1]})
+    node.run("spawn", "kimi", "--name", "k", "--cwd", str(cwd), *args)
+    _activity(node, "k", "ready", timeout=90)
+    with cpu_load():
+        for n in range(1, 4):
+            node.run("prompt", "k", f"hello number {n}")
+            wait_for(
+                lambda n=n: node.screen("k").count("Hello from the mock.") >= n,  # type: ignore[misc]
+                60,
+                f"answer {n}",
+            )
+    sent = [e for e in node.events() if e["kind"] == "session.input"]
+    assert [e["data"]["input"] for e in sent] == ["prompt"] * 3  # no key of ours in between
+    asked = [str(b) for b in model_api.bodies("/chat/completions")]
+    assert all(any(f"hello number {n}" in b for b in asked) for n in range(1, 4))
+
+
+@pytest.mark.timeout(400)
+def test_codex_streaming_a_long_answer_is_busy(node: Node, codex: Cli, tmp_path: Path) -> None:
+    """Finding 13: while codex prints a long answer (its "Working" line erased), roost says busy,
+    and ready once it is done."""
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+    with ModelApi(log_path=tmp_path / "api.jsonl", slow_seconds=30.0).start() as api:
+        env = codex_env(tmp_path / "homes", api, cwd)
+        node.up()
+        args = _env_args({**env, "ROOST_CODEX_BIN": codex.argv[-1]})
+        node.run("spawn", "codex", "--name", "c", "--cwd", str(cwd), *args)
+        _activity(node, "c", "ready")
+        node.run("prompt", "c", "Please give a LONG answer")
+        node.wait_screen("c", "Sentence 1 of the long answer", timeout=60)
+        samples: list[str] = []
+        while True:
+            shown = node.run("show", "c", "--screen")
+            if LONG_END in str(shown.get("screen")):
+                break
+            samples.append(str(shown["record"]["activity"]))
+        assert len(samples) >= 5 and set(samples) == {"busy"}, samples
+        _activity(node, "c", "ready")
+
+
+@pytest.mark.timeout(400)
+def test_codex_resume_of_a_lost_conversation_fails_and_loses_no_prompt(
+    node: Node, codex: Cli, model_api: ModelApi, tmp_path: Path
+) -> None:
+    """Finding 11: the rollout file deleted, codex draws "Resuming session…" above a composer and
+    then gives up; roost reports resume_failed, and a prompt sent meanwhile is never accepted."""
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+    env = codex_env(tmp_path / "homes", model_api, cwd)
+    node.up()
+    args = _env_args({**env, "ROOST_CODEX_BIN": codex.argv[-1]})
+    rid = node.run("spawn", "codex", "--name", "c", "--cwd", str(cwd), *args)["record"]["id"]
+    _activity(node, "c", "ready")
+    node.run("prompt", "c", "hello")
+    node.wait_screen("c", "Hello from the mock.", timeout=60)
+    sid = wait_for(lambda: node.record("c")["provider_session"], 60, "the thread id")
+    node.run("stop", "c")
+    [rollout] = (tmp_path / "homes" / "codex" / "sessions").glob(f"*/*/*/rollout-*-{sid}.jsonl")
+    rollout.unlink()
+    node.run("resume", "c")
+    refused = node.run("prompt", "c", "PING two", check=False)
+    assert refused.get("error", {}).get("code") in ("resume-pending", "session-not-live"), refused
+    gone = node.wait_state("c", "dormant", timeout=60)
+    assert gone["provider_session"] == sid and gone["last_exit"]["code"] == 1
+    later = [e for e in node.run("events", "--id", rid)["events"] if e["generation"] == 2]
+    assert not [e for e in later if e["kind"] == "session.input"]
+    verdicts = [e["data"] for e in later if e["kind"] == "session.resume"]
+    assert [(v["outcome"], v["reason"]) for v in verdicts] == [("resume_failed", "not-found")]
+    assert not [r for r in model_api.requests if "PING two" in str(r.get("body"))]

@@ -18,3 +18,8 @@ def capture(name: str) -> str:
 def screens(provider: str) -> set[str]:
     """The names of a provider's screen captures."""
     return {p.name for p in CAPTURES.glob(f"{provider}-*.txt")}
+
+
+def capture_bytes(name: str) -> bytes:
+    """A raw capture: the bytes a CLI wrote to its terminal (``*.pty``)."""
+    return (CAPTURES / name).read_bytes()

@@ -41,10 +41,18 @@ class Peer:
         return {"state": "seen", "detail": body["screen"]}
 
 
+class Checks:
+    """The view a classification carries besides the screen (title, identity, ...)."""
+
+    def view(self) -> dict[str, Any]:
+        return {"title": ""}
+
+
 class Sup:
     def __init__(self, peer: Peer) -> None:
         self.peer, self.term, self.provider, self.exit = peer, Screen(), "claude", None
         self.identity = "known"
+        self.checks = Checks()
         self.verdicts: list[str] = []
 
     def evidence(self) -> None:

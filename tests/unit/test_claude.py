@@ -56,6 +56,7 @@ SCREENS: dict[str, tuple[str, str | None]] = {
     "claude-mock-perm.txt": (READY, None),
     "claude-mock-perm2.txt": (ATTENTION, "permission"),
     "claude-mock-resume.txt": (READY, None),
+    "claude-mock-resume-lost-exit.txt": (EXITED, None),  # "No conversation found ..."
     "claude-mock-s1.txt": (ATTENTION, "login"),  # theme picker, the first onboarding step
     "claude-mock-s2.txt": (ATTENTION, "login"),  # security notes, "Press Enter to continue"
     "claude-mock-s3.txt": (ATTENTION, "trust"),

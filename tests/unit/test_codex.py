@@ -23,7 +23,8 @@ from roost.adapters.base import (
     STARTING,
     LaunchContext,
 )
-from roost.adapters.codex import CodexAdapter, uuid7_time
+from roost.adapters.codex import CodexAdapter
+from roost.adapters.codex_rollout import uuid7_time
 from roost.adapters.evidence import Evidence, ProcessInfo
 from roost.adapters.registry import adapters
 from roost.broker.errors import RoostError
@@ -110,6 +111,12 @@ EXPECTED_SCREENS: dict[str, tuple[str, str | None]] = {
     "codex-mock-done.txt": (READY, None),
     "codex-mock-exit.txt": (STARTING, None),  # the hint, but not yet reaped
     "codex-mock-resume.txt": (READY, None),
+    # the screen alone: streaming text under a composer reads ready (the title and the rollout
+    # say busy: test_codex_evidence.py), and a resume still loading shows a composer too
+    "codex-mock-long.txt": (READY, None),
+    "codex-mock-long-done.txt": (READY, None),
+    "codex-mock-resume-lost.txt": (READY, None),
+    "codex-mock-resume-lost-exit.txt": (STARTING, None),  # the error; the TUI gone, not reaped
     "codex-mock-s1.txt": (ATTENTION, "trust"),
     "codex-mock-s2.txt": (READY, None),
     "codex-screen1-apikey.txt": (ATTENTION, "login"),
@@ -270,9 +277,17 @@ STREAM_CAPTURES = {
 }
 
 
+# Not exec output: a TUI turn's raw PTY bytes and its rollout file (test_codex_evidence.py).
+EVIDENCE_CAPTURES = {
+    "codex-mock-long-head.pty",
+    "codex-mock-long-tail.pty",
+    "codex-mock-long-rollout.jsonl",
+}
+
+
 def test_every_codex_stream_capture_is_covered() -> None:
     found = {p.name for p in CAPTURES.glob("codex-*") if p.suffix != ".txt"}
-    assert found == STREAM_CAPTURES
+    assert found == STREAM_CAPTURES | EVIDENCE_CAPTURES
 
 
 def test_a_plain_answer() -> None:

@@ -47,6 +47,10 @@ SCREENS: dict[str, tuple[str, str | None]] = {
     "kimi-mock-exit.txt": (EXITED, None),  # "Bye!" and the resume hint, the process leaving
     "kimi-mock-idle.txt": (READY, None),
     "kimi-mock-resume.txt": (READY, None),
+    # kimi -S of a deleted session: its error, the process not reaped yet
+    "kimi-mock-resume-lost-exit.txt": (STARTING, None),
+    # text and Enter typed in one burst: a paste, the text left in the composer over a new line
+    "kimi-mock-paste.txt": (READY, None),
     "kimi-screen-login.txt": (ATTENTION, "login"),  # the platform picker of /login
     "kimi-screen1.txt": (ATTENTION, "trust"),
     "kimi-screen2.txt": (ATTENTION, "login"),  # composer, but "Model: not set"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.model_api import HELLO, TOOL_DONE, ModelApi
+from tests.fakes.model_api import HELLO, LONG_END, LONG_WORDS, TOOL_DONE, ModelApi, long_answer
 
 MODEL_API = Path(__file__).resolve().parents[1] / "fakes" / "model_api.py"
 REMINDER = "<system-reminder>\nToday is a day.\n</system-reminder>"
@@ -416,6 +416,15 @@ def test_slow_prompt_streams_over_time(api: ModelApi) -> None:
     events = sse(api, "/v1/messages", {"messages": [{"role": "user", "content": "SLOW hi"}]})
     assert time.monotonic() - start >= 0.5  # slow_seconds=0.6 spread over the deltas
     assert anthropic_text(events) == HELLO
+
+
+def test_long_prompt_streams_a_long_answer_slowly(api: ModelApi) -> None:
+    start = time.monotonic()
+    events = sse(api, "/v1/messages", {"messages": [{"role": "user", "content": "LONG please"}]})
+    assert time.monotonic() - start >= 0.5  # always slow, however it is asked
+    text = anthropic_text(events)
+    assert text == long_answer() and text.endswith(LONG_END)
+    assert len(text.split()) >= LONG_WORDS
 
 
 def test_records_every_request_and_logs_jsonl(api: ModelApi, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from roost.actors.terminal import Terminal, Transcript, session_dir, write_private
+from tests.unit.captures import capture_bytes
 
 
 def test_text_shows_what_was_fed() -> None:
@@ -55,6 +56,27 @@ def test_resize_changes_the_screen() -> None:
 
 def _data(transcript: Transcript, offset: int, limit: int) -> object:
     return transcript.read(offset, limit)["data"]
+
+
+def test_title_is_kept_from_osc_0_and_2_split_or_not() -> None:
+    term = Terminal(5, 40)
+    assert term.title() == ""
+    term.feed(b"\x1b]0;\xe2\xa0\x99 wor")
+    term.feed(b"king | proj\x07shown")
+    assert term.title() == "\u2819 working | proj"
+    term.feed(b"\x1b]2;done | proj\x1b\\")  # ST-terminated, OSC 2
+    assert term.title() == "done | proj"
+    assert term.text() == "shown"  # a title is never drawn on the screen
+
+
+def test_title_of_codex_streaming_then_done() -> None:
+    """codex 0.171.0's own bytes: a braille spinner leads the title while a turn runs."""
+    term = Terminal(40, 120)
+    term.feed(capture_bytes("codex-mock-long-head.pty"))
+    spinner, rest = term.title().split(" ", 1)
+    assert 0x2800 <= ord(spinner) < 0x2900 and rest == "Please give a LONG answer | proj"
+    term.feed(capture_bytes("codex-mock-long-tail.pty"))
+    assert term.title() == "Please give a LONG answer | proj"
 
 
 def test_transcript_offsets(tmp_path: Path) -> None:
