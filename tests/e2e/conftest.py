@@ -231,6 +231,20 @@ def activity(node: Node, ref: str, wanted: str, timeout: float = 15.0) -> dict[s
     )
 
 
+def alive(pid: int) -> bool:
+    """The process exists and is neither a zombie nor dead."""
+    try:
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
+        return False
+
+
+def sigkill(pid: int) -> None:
+    """SIGKILL ``pid`` and wait until it is gone."""
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not alive(pid), 10, f"pid {pid} to die")
+
+
 @contextlib.contextmanager
 def stopped(pid: int) -> Iterator[None]:
     """The process stopped (SIGSTOP) for the block, continued however the block ends."""

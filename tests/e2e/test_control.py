@@ -25,7 +25,7 @@ import pytest
 
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
-from tests.e2e.conftest import Node, wait_for
+from tests.e2e.conftest import Node, alive, sigkill, wait_for
 
 CLI_TIMEOUT = 15.0  # what ``roost`` waits for an answer by default
 
@@ -36,18 +36,6 @@ TURN_KINDS = [
     "session.output",
     "session.turn",
 ]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _kill(pid: int) -> None:
-    os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not _alive(pid), 10, f"pid {pid} to die")
 
 
 def _state_actor(node: Node) -> dict[str, Any]:
@@ -145,7 +133,7 @@ def test_a_killed_state_store_is_restarted_and_loses_nothing(node: Node) -> None
 
     outcomes: list[str] = []
     with node.client() as client:  # connected beforehand, so its request meets the gap
-        _kill(old["pid"])
+        sigkill(old["pid"])
         try:
             client.call("session.list", timeout=CLI_TIMEOUT)
             outcomes.append("ok")
@@ -197,7 +185,7 @@ def _exhaust_state_store(node: Node) -> tuple[dict[str, Any], int, float]:
 
         started = time.monotonic()
         while (state := wait_for(next_state, 10, "a new state store"))["health"] != "failed":
-            _kill(state["pid"])
+            sigkill(state["pid"])
             dead.add(state["pid"])
             assert len(dead) <= 6, "the state store was restarted past its intensity"
         return state, len(dead), time.monotonic() - started
@@ -213,7 +201,7 @@ def test_a_request_in_flight_when_the_state_store_dies_is_answered_at_once(node:
         with node.client() as client:
             client.send_raw(_request("stuck", "session.list"))
             assert client.recv_raw(1.0) is None  # nothing answers for the suspended store
-            _kill(store.pid)
+            sigkill(store.pid)
             frames = client.recv_raw(8.0)
     finally:
         with contextlib.suppress(psutil.NoSuchProcess):
@@ -234,7 +222,7 @@ def test_a_state_store_dying_too_often_is_reported_failed(node: Node) -> None:
     state, deaths, elapsed = _exhaust_state_store(node)
     assert deaths == 6 and elapsed < 15, (deaths, elapsed)
     assert state["pid"] is None and state["restarts"] == 5
-    assert _alive(node.pid())
+    assert alive(node.pid())
     status = node.run("node", "status")
     assert status["pid"] == node.pid() and status["actors"]["state"]["health"] == "failed"
     assert status["records"] is None
@@ -243,12 +231,12 @@ def test_a_state_store_dying_too_often_is_reported_failed(node: Node) -> None:
     assert node.error("ls")["code"] == "unavailable"
 
 
-def test_a_node_whose_state_store_failed_can_still_be_stopped(node: Node) -> None:
+def test_a_node_whose_state_store_failed_can_still_bestopped(node: Node) -> None:
     node.up()
     node.run("spawn", "echo", "--name", "kept")
     _exhaust_state_store(node)
     stopped = node.run("node", "stop")
-    assert stopped["stopped"] and not _alive(stopped["pid"])
+    assert stopped["stopped"] and not alive(stopped["pid"])
     assert node.up()["actors"]["state"]["health"] == "running"
     assert [r["name"] for r in node.run("ls")["records"]] == ["kept"]
 
@@ -431,15 +419,15 @@ def test_node_stop_leaves_live_sessions_unless_asked(node: Node) -> None:
 
     stopped = node.run("node", "stop")
     assert stopped["stopped"] and stopped["stopped_sessions"] == []
-    assert not _alive(stopped["pid"])
+    assert not alive(stopped["pid"])
     assert supervisor.is_running() and supervisor.status() != psutil.STATUS_ZOMBIE
 
     node.up()
     wait_for(lambda: node.record("kept")["active"], 15, "the supervisor to re-attach")
     gone = node.run("node", "stop", "--stop-sessions")
     assert gone["stopped"] and gone["stopped_sessions"] == [rec["id"]]
-    wait_for(lambda: not _alive(rec["active"]["pid"]), 10, "the supervisor to end")
-    assert not _alive(rec["active"]["agent_pid"])
+    wait_for(lambda: not alive(rec["active"]["pid"]), 10, "the supervisor to end")
+    assert not alive(rec["active"]["agent_pid"])
 
     node.up()
     back = node.record("kept")

@@ -15,21 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from tests.e2e.conftest import Node, wait_for
-
-
-def _kill(pid: int) -> None:
-    os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not _alive(pid), 10, f"pid {pid} to die")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return False
+from tests.e2e.conftest import Node, alive, sigkill, wait_for
 
 
 def _seqs_contiguous(events: list[dict[str, Any]]) -> None:
@@ -61,12 +47,12 @@ def test_sessions_outlive_a_daemon_killed_by_sigkill(node: Node) -> None:
     status = node.run("node", "status")
     children = [status["actors"][n]["pid"] for n in ("state", "adapters")]
 
-    _kill(first["pid"])
+    sigkill(first["pid"])
     # the node's own children follow it (their lifeline closed); supervisors do not
-    wait_for(lambda: not any(_alive(p) for p in children), 10, "state and adapters to exit")
-    assert _alive(ticking["active"]["pid"]) and _alive(streaming["active"]["pid"])
+    wait_for(lambda: not any(alive(p) for p in children), 10, "state and adapters to exit")
+    assert alive(ticking["active"]["pid"]) and alive(streaming["active"]["pid"])
     # while the daemon is down: the agent of 'ending' exits, the turn streams on, ticks print
-    _kill(ending["active"]["agent_pid"])
+    sigkill(ending["active"]["agent_pid"])
     transcript = node.state_dir / "sessions" / ticking["id"] / "transcript.bin"
     size = transcript.stat().st_size
     wait_for(lambda: transcript.stat().st_size > size + 20, 10, "output while the node is down")
@@ -108,10 +94,10 @@ def test_a_supervisor_killed_makes_its_record_dormant_and_nothing_else(node: Nod
     node.run("prompt", "victim", "before the crash")
     node.wait_screen("victim", "echo: before the crash")
 
-    _kill(victim["active"]["pid"])
+    sigkill(victim["active"]["pid"])
     lost = node.wait_state("victim", "dormant", timeout=5)
     assert lost["provider_session"] == victim["provider_session"] and lost["active"] is None
-    assert not _alive(victim["active"]["agent_pid"])
+    assert not alive(victim["active"]["agent_pid"])
     kinds = [e["kind"] for e in node.events() if e["record"] == victim["id"]]
     assert "session.lost" in kinds
 
@@ -135,7 +121,7 @@ def test_a_turn_whose_supervisor_died_is_interrupted_never_replayed(node: Node) 
     accepted = node.run("turn", "s", "/tool echo never finished", "--op", "doomed")
     assert accepted["accepted"] and node.run("op", "doomed")["state"] == "accepted"
 
-    _kill(rec["active"]["pid"])
+    sigkill(rec["active"]["pid"])
     node.wait_state("s", "dormant", timeout=5)
     assert node.run("op", "doomed")["state"] == "interrupted"
     ended = node.run("turn", "s", "--wait")["turn"]
@@ -163,8 +149,8 @@ def test_node_up_after_a_daemon_sigkill_starts_at_once(node: Node) -> None:
     first = node.up()
     status = node.run("node", "status")
     children = [status["actors"][n]["pid"] for n in ("state", "adapters")]
-    _kill(first["pid"])
-    wait_for(lambda: not any(_alive(p) for p in children), 10, "state and adapters to exit")
+    sigkill(first["pid"])
+    wait_for(lambda: not any(alive(p) for p in children), 10, "state and adapters to exit")
     assert (node.state_dir / "node.json").exists()  # left behind by the dead daemon
 
     started = time.monotonic()
@@ -182,7 +168,7 @@ def test_node_up_after_a_daemon_sigkill_starts_at_once(node: Node) -> None:
 def test_a_node_json_naming_a_live_stranger_pid_is_no_node(node: Node) -> None:
     """A reused pid (alive, but not holding node.lock) is no node either: known at once."""
     first = node.up()
-    _kill(first["pid"])
+    sigkill(first["pid"])
     info = json.loads((node.state_dir / "node.json").read_text())
     info["pid"] = os.getpid()  # alive, holds no lock
     (node.state_dir / "node.json").write_text(json.dumps(info))
@@ -202,13 +188,13 @@ def test_a_stalled_state_store_orphaned_by_a_daemon_sigkill_exits_when_it_resume
     old_state = node.run("node", "status")["actors"]["state"]["pid"]
     os.kill(old_state, signal.SIGSTOP)
     try:
-        _kill(first["pid"])
+        sigkill(first["pid"])
         second = node.up()
         new_state = node.run("node", "status")["actors"]["state"]["pid"]
-        assert new_state != old_state and _alive(old_state)
+        assert new_state != old_state and alive(old_state)
     finally:
         os.kill(old_state, signal.SIGCONT)
-    wait_for(lambda: not _alive(old_state), 10, "the orphaned state store to exit")
+    wait_for(lambda: not alive(old_state), 10, "the orphaned state store to exit")
     rec = node.run("spawn", "echo", "--name", "after", "--mode", "stream")["record"]
     assert node.run("turn", "after", "served by the new store", "--wait")["turn"]["state"] == (
         "completed"

@@ -20,40 +20,14 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from roost.actors.outbox import pending
 from roost.broker.client import Client
-from tests.e2e.conftest import Node, wait_for
+from tests.e2e.conftest import Node, sigkill, stopped, wait_for
 
 ANSWER = "echo: /tool echo kept"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _kill(pid: int) -> None:
-    os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not _alive(pid), 10, f"pid {pid} to die")
-
-
-@contextlib.contextmanager
-def _stopped(pid: int) -> Iterator[None]:
-    """``pid`` stalled (SIGSTOP) inside the block, resumed (SIGCONT) after it, even on failure."""
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
 
 
 def _held_session(node: Node, tmp_path: Path) -> tuple[dict[str, Any], Path, Path]:
@@ -112,11 +86,11 @@ def test_a_store_killed_between_result_and_turn_end_keeps_the_result(
     turn = node.run("turn", "s", "/tool echo kept", "--op", "F3")["turn"]
     wait_for(lambda: _result_delivered(directory), 20, "the result line to be delivered")
     store = status["actors"]["state"]["pid"]
-    with _stopped(store):
+    with stopped(store):
         release.touch()
         spooled = wait_for(lambda: _spooled_end(directory, turn), 20, "the turn's end spooled")
         assert [e["t"] for e in spooled] == ["turn-end"]
-        _kill(store)  # the end's delivery was under way: the store dies with it
+        sigkill(store)  # the end's delivery was under way: the store dies with it
     wait_for(lambda: _serving_again(node, store), 30, "a new state store to serve")
     _assert_completed(node, turn, "F3")
     assert node.run("node", "status")["actors"]["state"]["restarts"] == 1
@@ -130,11 +104,11 @@ def test_a_supervisor_killed_before_its_turn_end_was_delivered(node: Node, tmp_p
     turn = node.run("turn", "s", "/tool echo kept", "--op", "F4")["turn"]
     wait_for(lambda: _result_delivered(directory), 20, "the result line to be delivered")
     adapters = status["actors"]["adapters"]["pid"]
-    with _stopped(adapters):  # the stderr line after the release waits for its parse
+    with stopped(adapters):  # the stderr line after the release waits for its parse
         release.write_text("echo: released\n")
         spooled = wait_for(lambda: _spooled_end(directory, turn), 20, "the turn's end spooled")
         assert [e["t"] for e in spooled] == ["line", "turn-end"]
-        _kill(rec["active"]["pid"])
+        sigkill(rec["active"]["pid"])
     lost = node.wait_state("s", "dormant", timeout=20)
     assert lost["last_exit"] == {"lost": "supervisor-gone"}
     _assert_completed(node, turn, "F4")
@@ -154,7 +128,7 @@ def test_a_supervisor_killed_while_its_provider_had_finished_is_interrupted(
     rec, directory, _ = _held_session(node, tmp_path)
     turn = node.run("turn", "s", "/tool echo kept", "--op", "F4b")["turn"]
     wait_for(lambda: _result_delivered(directory), 20, "the result line to be delivered")
-    _kill(rec["active"]["pid"])
+    sigkill(rec["active"]["pid"])
     node.wait_state("s", "dormant", timeout=20)
     ended = node.run("turn", "s", "--wait")["turn"]
     assert ended["id"] == turn and ended["state"] == "interrupted"
@@ -173,12 +147,12 @@ def test_a_turn_end_left_in_the_spool_of_a_stopped_session_is_delivered(
     rec, directory, release = _held_session(node, tmp_path)
     turn = node.run("turn", "s", "/tool echo kept", "--op", "F1b")["turn"]
     wait_for(lambda: _result_delivered(directory), 20, "the result line to be delivered")
-    with _stopped(status["actors"]["adapters"]["pid"]):
+    with stopped(status["actors"]["adapters"]["pid"]):
         release.write_text("echo: released\n")
         wait_for(lambda: _spooled_end(directory, turn), 20, "the turn's end spooled")
         assert node.run("stop", "s")["record"]["state"] == "dormant"
         assert _spooled_end(directory, turn), "the stopped supervisor still holds the end"
-        _kill(rec["active"]["pid"])
+        sigkill(rec["active"]["pid"])
     _assert_completed(node, turn, "F1b")
     released = [e for e in node.events() if e["kind"] == "session.stderr"]
     assert [e["data"]["line"] for e in released] == ["echo: released"]  # delivered once
@@ -224,7 +198,7 @@ def test_a_turn_begin_that_timed_out_but_was_committed_still_ends(node: Node) ->
     rec = node.run("spawn", "echo", "--name", "s", "--mode", "stream")["record"]
     directory = node.state_dir / "sessions" / rec["id"]
     store, adapters = status["actors"]["state"]["pid"], status["actors"]["adapters"]["pid"]
-    with node.client() as watcher, _stopped(adapters):
+    with node.client() as watcher, stopped(adapters):
         client = _roost(node, "turn", "s", "late commit", "--op", "F1")
         try:
             # the node has looked the op up and forwarded the turn: the supervisor accepts it,
