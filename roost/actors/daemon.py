@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import errno
 import json
 import os
 import sys
@@ -33,6 +32,7 @@ from roost.actors.node import NodeActor
 from roost.actors.peer import Peer
 from roost.actors.process import run_until_stopped, setup_logging
 from roost.actors.sessions import Sessions
+from roost.actors.storage import write_refused
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.broker.keys import AllowedKeys, allowed, check_public, is_loopback, node_keys
@@ -256,11 +256,8 @@ class Daemon:
         try:
             write_node_info(self.state_dir, info)
         except OSError as exc:
-            full = exc.errno == errno.ENOSPC
-            raise RoostError(
-                "storage-full" if full else "storage-failed",
-                "node.json could not be written to the state directory",
-                {"errno": errno.errorcode.get(exc.errno or 0)},
+            raise write_refused(
+                exc, "node.json could not be written to the state directory"
             ) from None
 
     async def _wait_ready(self, peer: Peer) -> None:

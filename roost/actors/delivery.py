@@ -12,7 +12,6 @@ delivered long before.
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import msgpack
 
 from roost.actors.outbox import TRANSIENT
 from roost.actors.peer import Peer
+from roost.actors.storage import write_refused
 from roost.broker.errors import RoostError
 
 Entry = dict[str, Any]
@@ -168,9 +168,6 @@ class Deliverer:
             tmp.write_bytes(msgpack.packb(kept, use_bin_type=True))
             os.replace(tmp, path)
         except OSError as exc:  # a full disk: the line is not delivered yet, and is retried
-            full = exc.errno == errno.ENOSPC
-            raise RoostError(
-                "storage-full" if full else "storage-failed",
-                "the turn's facts could not be saved beside the spool",
-                {"errno": errno.errorcode.get(exc.errno or 0)},
+            raise write_refused(
+                exc, "the turn's facts could not be saved beside the spool"
             ) from None
