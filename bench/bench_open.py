@@ -22,8 +22,8 @@ import time
 import uuid
 from pathlib import Path
 
-from roost.actors import db
-from roost.actors.records import Record
+from roost.actors.state import db
+from roost.actors.state.records import Record
 
 
 def build(path: Path, records: int, events: int) -> None:

@@ -14,9 +14,9 @@ from typing import Any
 
 import zmq.asyncio
 
-from roost.actors.lines import LINE_CAP
-from roost.actors.peer import Peer
-from roost.actors.process import (
+from roost.actors.runtime.lines import LINE_CAP
+from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.process import (
     child_args,
     run_until,
     run_until_stopped,

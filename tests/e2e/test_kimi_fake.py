@@ -20,7 +20,7 @@ from typing import Any
 import ptyprocess
 import pytest
 
-from roost.actors.terminal import Terminal
+from roost.actors.supervisor.terminal import Terminal
 from roost.adapters.base import LaunchContext
 from roost.adapters.kimi import KimiAdapter, work_dir_key
 from tests.e2e.conftest import Node, assert_resume_failed_before_exit, wait_for

@@ -1,6 +1,6 @@
 """Event-log retention through the real CLI and wire: ``roost node up --retain-events N``.
 
-What must hold (roost/actors/retention.py): a limit below 1,000 or not a number is refused with
+What must hold (state/retention.py): a limit below 1,000 or not a number is refused with
 ``bad-request`` naming the flag; past the limit (plus its slack) the oldest events are trimmed,
 ``events.since`` then answers ``gap: true`` and ``first_seq`` for a position before them and
 ``gap: false`` from a retained one; ``last_seq`` never goes back; the limit is kept by a later

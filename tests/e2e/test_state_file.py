@@ -1,7 +1,7 @@
 """The node's database file as users will have it: from a newer roost, another node, another OS,
 or an older roost (``tests/fixtures/state-v1.db``).
 
-What must hold (roost/actors/schema.py): state that is not ours is refused with a stable code,
+What must hold (roost/actors/state/schema.py): state that is not ours is refused with a stable code,
 before anything is written (neither the database nor a backup), by a message that names no host
 path; an older schema is backed up beside the database, then migrated, and its records come back
 dormant with their provider session ids.

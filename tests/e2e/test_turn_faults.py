@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from roost.actors.outbox import pending
+from roost.actors.supervisor.outbox import pending
 from roost.broker.client import Client
 from tests.e2e.conftest import Node, sigkill, stopped, wait_for
 

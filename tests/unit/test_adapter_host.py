@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from roost.actors.adapter_host import AdapterActor
+from roost.actors.adapters import AdapterActor
 from roost.adapters.base import LaunchContext, SessionView
 from roost.broker.errors import RoostError
 

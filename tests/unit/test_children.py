@@ -1,10 +1,10 @@
-"""The restart policy of the node's child actors (roost.actors.children.decide)."""
+"""The restart policy of the node's child actors (roost.actors.runtime.children.decide)."""
 
 from __future__ import annotations
 
 import pytest
 
-from roost.actors.children import RestartPolicy, decide
+from roost.actors.runtime.children import RestartPolicy, decide
 
 POLICY = RestartPolicy(max_restarts=5, window=30.0, backoff_base=0.1, backoff_max=5.0)
 

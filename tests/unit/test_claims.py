@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from roost.actors.claims import NODE, Claims
+from roost.actors.node.claims import NODE, Claims
 from roost.broker.errors import RoostError
 
 

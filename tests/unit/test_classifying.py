@@ -1,4 +1,4 @@
-"""The supervisor's classification rounds (roost.actors.classifying), against a stub supervisor
+"""The supervisor's classification rounds (supervisor.classifying), against a stub supervisor
 whose adapter calls the test answers, fails or holds (issue 9.8)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any, cast
 
 import pytest
 
-from roost.actors import classifying
-from roost.actors.classifying import ScreenClassifier
-from roost.actors.supervisor import Supervisor
+from roost.actors.supervisor import classifying
+from roost.actors.supervisor.actor import Supervisor
+from roost.actors.supervisor.classifying import ScreenClassifier
 from roost.broker.errors import RoostError
 
 

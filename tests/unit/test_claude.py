@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from roost.actors.terminal import Terminal
+from roost.actors.supervisor.terminal import Terminal
 from roost.adapters.base import (
     ATTENTION,
     ATTENTION_REQUIRED,

@@ -8,7 +8,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from roost.actors.terminal import Terminal
+from roost.actors.supervisor.terminal import Terminal
 from roost.adapters.base import (
     BUSY,
     READY,

@@ -1,4 +1,4 @@
-"""The node's SQLite database: opening, refusals, records and events (roost.actors.db)."""
+"""The node's SQLite database: opening, refusals, records and events (roost.actors.state.db)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import msgpack
 import pytest
 
-from roost.actors import db
-from roost.actors.records import DORMANT, LIVE, Record
+from roost.actors.state import db
+from roost.actors.state.records import DORMANT, LIVE, Record
 from roost.broker.errors import RoostError
 
 

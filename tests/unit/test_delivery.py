@@ -1,5 +1,5 @@
 """A turn's outcome from its end and facts, the facts kept beside the spool, and the queries
-behind a repeated begin and orphaned turns (roost.actors.delivery, roost.actors.db)."""
+behind a repeated begin and orphaned turns (supervisor/delivery.py, state/db.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from roost.actors import db
-from roost.actors.delivery import FACTS, Deliverer, outcome, read_facts
-from roost.actors.records import ACTIVE_STATES, DORMANT, LIVE, Record
+from roost.actors.state import db
+from roost.actors.state.records import ACTIVE_STATES, DORMANT, LIVE, Record
+from roost.actors.supervisor.delivery import FACTS, Deliverer, outcome, read_facts
 from roost.broker.errors import RoostError
 
 RESULT = {"result": "echo: hi", "is_error": False, "session_id": "s-1"}

@@ -13,11 +13,11 @@ from typing import Any
 import msgpack
 import pytest
 
-from roost.actors import integrity
-from roost.actors.outbox import Outbox, pending
-from roost.actors.process import LogFile
-from roost.actors.storage import NEARLY_FULL, Storage
-from roost.actors.terminal import Transcript
+from roost.actors.runtime.process import LogFile
+from roost.actors.state import integrity
+from roost.actors.state.storage import NEARLY_FULL, Storage
+from roost.actors.supervisor.outbox import Outbox, pending
+from roost.actors.supervisor.terminal import Transcript
 from roost.broker.errors import RoostError
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")

@@ -1,4 +1,4 @@
-"""Escape sequences pyte does not know, removed before it reads them (roost.actors.escapes), and
+"""Escape sequences pyte does not know, removed before it reads them (supervisor.escapes), and
 the screens of the real CLIs' raw output that showed stray characters (issue 9.14).
 
 The byte strings are cut from raw output of claude 2.1.332, codex 0.171.0 and Kimi Code 2.1.0
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pyte
 import pytest
 
-from roost.actors.escapes import EscapeFilter
-from roost.actors.terminal import Terminal
+from roost.actors.supervisor.escapes import EscapeFilter
+from roost.actors.supervisor.terminal import Terminal
 
 # claude at exit (the kitty keyboard pop "CSI < u" among the mode resets), then its resume hint
 CLAUDE_EXIT = (

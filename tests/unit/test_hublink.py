@@ -1,4 +1,4 @@
-"""A node's link to a hub (roost.actors.hublink): the local connection that carries a hub
+"""A node's link to a hub (roost.actors.node.hublink): the local connection that carries a hub
 client's request on to the node's own broker, against a raw ROUTER standing in for that broker."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from roost.actors.hublink import LocalClient
+from roost.actors.node.hublink import LocalClient
 from roost.broker import protocol as p
 
 

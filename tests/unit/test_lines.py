@@ -1,11 +1,11 @@
-"""Splitting a provider's output into lines with a cap (roost.actors.lines)."""
+"""Splitting a provider's output into lines with a cap (roost.actors.runtime.lines)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.actors.lines import Lines
+from roost.actors.runtime.lines import Lines
 
 
 def test_lines_split_across_chunks_keep_their_newlines() -> None:

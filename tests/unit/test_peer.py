@@ -1,4 +1,4 @@
-"""The actor runtime's sending under load (roost.actors.peer), against a raw ROUTER standing in
+"""The actor runtime's sending under load (runtime.peer), against a raw ROUTER standing in
 for the broker: a peer whose pipe is full queues its sends in order instead of dropping them."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from roost.actors import peer as peer_mod
-from roost.actors.peer import Peer
+from roost.actors.runtime import peer as peer_mod
+from roost.actors.runtime.peer import Peer
 from roost.broker import protocol as p
 
 # Far more than the two pipes hold (the DEALER's send and the ROUTER's receive high-water marks,

@@ -1,4 +1,4 @@
-"""Session records and the rules for changing them (roost.actors.records)."""
+"""Session records and the rules for changing them (roost.actors.state.records)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from roost.actors.records import (
+from roost.actors.state.records import (
     ACTIVE_STATES,
     ATTENTION,
     DORMANT,

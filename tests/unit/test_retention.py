@@ -1,4 +1,4 @@
-"""Event-log retention (roost.actors.retention) and the state store's trimming and gap notice."""
+"""Event-log retention (state.retention) and the state store's trimming and gap notice."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any, cast
 
 import pytest
 
-from roost.actors import db, retention
-from roost.actors.peer import Peer
-from roost.actors.retention import Retention
-from roost.actors.state import StateStore
+from roost.actors.runtime.peer import Peer
+from roost.actors.state import db, retention
+from roost.actors.state.retention import Retention
+from roost.actors.state.store import StateStore
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 

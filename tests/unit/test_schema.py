@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from roost.actors import db, schema
+from roost.actors.state import db, schema
 from roost.broker.errors import RoostError
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

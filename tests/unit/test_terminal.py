@@ -1,10 +1,10 @@
-"""The session's screen and its append-only transcript (roost.actors.terminal)."""
+"""The session's screen and its append-only transcript (roost.actors.supervisor.terminal)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from roost.actors.terminal import Terminal, Transcript, session_dir, write_private
+from roost.actors.supervisor.terminal import Terminal, Transcript, session_dir, write_private
 from tests.unit.captures import capture_bytes
 
 

@@ -1,5 +1,5 @@
 """A stream turn's acceptance when the state store does not answer its begin in time
-(roost.actors.turns): the begin is repeated with the same turn id until the store answers; a turn
+(supervisor.turns): the begin is repeated with the same turn id until the store answers; a turn
 answered only after the session was stopped does not run and ends ``stopped``. One turn at a
 time: a turn that races one being accepted waits for that one's outcome, so that its ``busy``
 names a turn that exists (issue 9, finding 18); there the adapter's answer is held on an event
@@ -14,11 +14,11 @@ from typing import Any, cast
 
 import pytest
 
-from roost.actors import turns
-from roost.actors.outbox import Outbox
-from roost.actors.peer import Peer
-from roost.actors.terminal import Terminal, Transcript
-from roost.actors.turns import TurnRunner
+from roost.actors.runtime.peer import Peer
+from roost.actors.supervisor import turns
+from roost.actors.supervisor.outbox import Outbox
+from roost.actors.supervisor.terminal import Terminal, Transcript
+from roost.actors.supervisor.turns import TurnRunner
 from roost.broker.errors import RoostError
 
 

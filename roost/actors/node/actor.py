@@ -15,12 +15,12 @@ from typing import Any
 
 import structlog
 
-from roost.actors import records as r
-from roost.actors.control import Control
-from roost.actors.peer import Handler, Peer
-from roost.actors.records import Record
-from roost.actors.sessions import Sessions
-from roost.actors.terminal import read_transcript
+from roost.actors.node.control import Control
+from roost.actors.node.sessions import Sessions
+from roost.actors.runtime.peer import Handler, Peer
+from roost.actors.state import records as r
+from roost.actors.state.records import Record
+from roost.actors.supervisor.terminal import read_transcript
 from roost.adapters.base import key_names
 from roost.adapters.registry import PROVIDERS
 from roost.broker import fields as f

@@ -15,9 +15,9 @@ from typing import Any
 
 import structlog
 
-from roost.actors.claims import DEFAULT_LEASE_MS, NODE, Claims
-from roost.actors.peer import Handler, Peer
-from roost.actors.sessions import Sessions
+from roost.actors.node.claims import DEFAULT_LEASE_MS, NODE, Claims
+from roost.actors.node.sessions import Sessions
+from roost.actors.runtime.peer import Handler, Peer
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError

@@ -23,16 +23,16 @@ import structlog
 import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
-from roost.actors import db, retention
-from roost.actors.children import Child
-from roost.actors.hublink import HubConfig, HubLink
-from roost.actors.launcher import Launcher
-from roost.actors.lock import StateLock
-from roost.actors.node import NodeActor
-from roost.actors.peer import Peer
-from roost.actors.process import run_until_stopped, setup_logging
-from roost.actors.sessions import Sessions
-from roost.actors.storage import write_refused
+from roost.actors.node.actor import NodeActor
+from roost.actors.node.hublink import HubConfig, HubLink
+from roost.actors.node.launcher import Launcher
+from roost.actors.node.sessions import Sessions
+from roost.actors.runtime.children import Child
+from roost.actors.runtime.lock import StateLock
+from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.process import run_until_stopped, setup_logging
+from roost.actors.state import db, retention
+from roost.actors.state.storage import write_refused
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.broker.keys import AllowedKeys, allowed, check_public, is_loopback, node_keys
@@ -129,7 +129,7 @@ class Daemon:
             ),
             Child(
                 "adapters",
-                [*py, "roost.actors.adapter_host", *common],
+                [*py, "roost.actors.adapters", *common],
                 env,
                 on_exit=lambda: self._exited("adapter/"),
             ),

@@ -22,7 +22,7 @@ import structlog
 import zmq
 import zmq.asyncio
 
-from roost.actors.peer import Peer
+from roost.actors.runtime.peer import Peer
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.broker.policy import node_address

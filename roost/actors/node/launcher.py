@@ -18,7 +18,7 @@ from typing import Any
 import msgpack
 import psutil
 
-from roost.actors.terminal import write_private
+from roost.actors.supervisor.terminal import write_private
 
 SCRUBBED_ENV = ("ROOST_TOKEN", "ROOST_ACTOR_TOKEN")
 

@@ -24,11 +24,11 @@ from typing import Any
 
 import structlog
 
-from roost.actors.delivery import FACTS, Deliverer, Facts, finished, interrupted_result
-from roost.actors.launcher import still_running
-from roost.actors.outbox import mark_delivered, pending
-from roost.actors.peer import Peer
-from roost.actors.records import ACTIVE_STATES, Record
+from roost.actors.node.launcher import still_running
+from roost.actors.runtime.peer import Peer
+from roost.actors.state.records import ACTIVE_STATES, Record
+from roost.actors.supervisor.delivery import FACTS, Deliverer, Facts, finished, interrupted_result
+from roost.actors.supervisor.outbox import mark_delivered, pending
 from roost.broker.errors import RoostError
 
 log = structlog.get_logger("roost.loss")

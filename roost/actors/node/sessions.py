@@ -17,18 +17,18 @@ from typing import Any
 
 import structlog
 
-from roost.actors import records as r
-from roost.actors.launcher import Launcher, agent_env, process_started, still_running
-from roost.actors.loss import (
+from roost.actors.node.launcher import Launcher, agent_env, process_started, still_running
+from roost.actors.node.loss import (
     clear_facts,
     interrupt_turns,
     kill_session_processes,
     salvage_spool,
     settle_orphans,
 )
-from roost.actors.peer import Peer
-from roost.actors.records import Record
-from roost.actors.terminal import session_dir
+from roost.actors.runtime.peer import Peer
+from roost.actors.state import records as r
+from roost.actors.state.records import Record
+from roost.actors.supervisor.terminal import session_dir
 from roost.broker.errors import RoostError
 
 log = structlog.get_logger("roost.sessions")

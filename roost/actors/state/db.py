@@ -13,12 +13,12 @@ from typing import Any
 
 import msgpack
 
-from roost.actors.records import Record
-from roost.actors.schema import PATH_SEMANTICS as PATH_SEMANTICS
-from roost.actors.schema import SCHEMA_VERSION as SCHEMA_VERSION
-from roost.actors.schema import get_meta as get_meta
-from roost.actors.schema import open_db as open_db
-from roost.actors.schema import refuse_foreign as refuse_foreign
+from roost.actors.state.records import Record
+from roost.actors.state.schema import PATH_SEMANTICS as PATH_SEMANTICS
+from roost.actors.state.schema import SCHEMA_VERSION as SCHEMA_VERSION
+from roost.actors.state.schema import get_meta as get_meta
+from roost.actors.state.schema import open_db as open_db
+from roost.actors.state.schema import refuse_foreign as refuse_foreign
 from roost.broker.errors import RoostError
 
 PACKED = ("active", "last_exit", "env")

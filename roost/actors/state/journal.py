@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from roost.actors import db
-from roost.actors.peer import Peer
-from roost.actors.records import ACTIVE_STATES
+from roost.actors.runtime.peer import Peer
+from roost.actors.state import db
+from roost.actors.state.records import ACTIVE_STATES
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 
 if TYPE_CHECKING:
-    from roost.actors.state import StateStore
+    from roost.actors.state.store import StateStore
 
 
 def check_events(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """``roost node repair``: salvage what is readable of a damaged ``state.db`` into a new file.
 
-Run by the CLI as ``python -m roost.actors.repair --state-dir D`` while no node serves the
+Run by the CLI as ``python -m roost.actors.state.repair --state-dir D`` while no node serves the
 directory (it takes ``node.lock``); prints one JSON line, a report or ``{"error": ...}``. A
 database that passes the open-time check (``integrity.check``) is left alone. Otherwise the
 damaged file is read from a copy (so it stays byte for byte as it was): each table by its rowid
@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from roost.actors import integrity, salvage
-from roost.actors.lock import StateLock
-from roost.actors.schema import SCHEMA_VERSION, migrate
+from roost.actors.runtime.lock import StateLock
+from roost.actors.state import integrity, salvage
+from roost.actors.state.schema import SCHEMA_VERSION, migrate
 from roost.broker.errors import RoostError
 from roost.broker.locate import LOCK_FILE
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from roost.actors.schema import get_meta
+from roost.actors.state.schema import get_meta
 from roost.broker.errors import RoostError
 
 DEFAULT_LIMIT = 1_000_000

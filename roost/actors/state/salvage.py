@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from roost.actors import integrity
+from roost.actors.state import integrity
 
 HEADER = b"SQLite format 3\x00"
 TABLE_PAGES = (0x05, 0x0D)

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from roost.actors import integrity
+from roost.actors.state import integrity
 from roost.broker.errors import RoostError
 
 PATH_SEMANTICS = "windows" if sys.platform == "win32" else "posix"

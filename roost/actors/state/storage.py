@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from roost.actors import integrity
+from roost.actors.state import integrity
 from roost.broker.errors import RoostError
 
 log = structlog.get_logger("roost.state")

@@ -22,19 +22,19 @@ from typing import Any
 import structlog
 import zmq.asyncio
 
-from roost.actors import db, retention
-from roost.actors.journal import Journal, check_events, check_op
-from roost.actors.peer import Peer
-from roost.actors.process import (
+from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.process import (
     child_args,
     run_until,
     run_until_stopped,
     setup_logging,
     watch_lifeline,
 )
-from roost.actors.records import Record
-from roost.actors.retention import Retention
-from roost.actors.storage import Storage
+from roost.actors.state import db, retention
+from roost.actors.state.journal import Journal, check_events, check_op
+from roost.actors.state.records import Record
+from roost.actors.state.retention import Retention
+from roost.actors.state.storage import Storage
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError

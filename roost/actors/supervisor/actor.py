@@ -24,17 +24,17 @@ import msgpack
 import structlog
 import zmq.asyncio
 
-from roost.actors import probe
-from roost.actors.checks import IdentityAndResume
-from roost.actors.classifying import ScreenClassifier
-from roost.actors.delivery import Deliverer
-from roost.actors.outbox import Outbox
-from roost.actors.peer import Peer
-from roost.actors.process import run_until_stopped, setup_logging
-from roost.actors.pty_agent import PtyAgent
-from roost.actors.pty_backend import ExitStatus
-from roost.actors.terminal import Terminal, Transcript
-from roost.actors.turns import TurnRunner
+from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.process import run_until_stopped, setup_logging
+from roost.actors.supervisor import probe
+from roost.actors.supervisor.checks import IdentityAndResume
+from roost.actors.supervisor.classifying import ScreenClassifier
+from roost.actors.supervisor.delivery import Deliverer
+from roost.actors.supervisor.outbox import Outbox
+from roost.actors.supervisor.pty_agent import PtyAgent
+from roost.actors.supervisor.pty_backend import ExitStatus
+from roost.actors.supervisor.terminal import Terminal, Transcript
+from roost.actors.supervisor.turns import TurnRunner
 from roost.adapters.base import KEYS, key_names
 from roost.broker import fields as f
 from roost.broker import protocol as p

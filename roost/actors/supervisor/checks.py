@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from roost.actors import probe
+from roost.actors.supervisor import probe
 from roost.broker.errors import RoostError
 
 if TYPE_CHECKING:
-    from roost.actors.supervisor import Supervisor
+    from roost.actors.supervisor.actor import Supervisor
 
 log = structlog.get_logger("roost.checks")
 

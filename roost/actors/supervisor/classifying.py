@@ -17,7 +17,7 @@ import structlog
 from roost.broker.errors import RoostError
 
 if TYPE_CHECKING:
-    from roost.actors.supervisor import Supervisor
+    from roost.actors.supervisor.actor import Supervisor
 
 log = structlog.get_logger("roost.classifying")
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import msgpack
 
-from roost.actors.outbox import TRANSIENT
-from roost.actors.peer import Peer
-from roost.actors.storage import write_refused
+from roost.actors.runtime.peer import Peer
+from roost.actors.state.storage import write_refused
+from roost.actors.supervisor.outbox import TRANSIENT
 from roost.broker.errors import RoostError
 
 Entry = dict[str, Any]

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from roost.actors.pty_backend import ExitStatus, PtyBackend, spawn_pty
+from roost.actors.supervisor.pty_backend import ExitStatus, PtyBackend, spawn_pty
 
 log = structlog.get_logger("roost.pty")
 

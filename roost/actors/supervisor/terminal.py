@@ -21,7 +21,7 @@ from typing import Any
 import pyte
 import structlog
 
-from roost.actors.escapes import EscapeFilter
+from roost.actors.supervisor.escapes import EscapeFilter
 
 log = structlog.get_logger("roost.terminal")
 

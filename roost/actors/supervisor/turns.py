@@ -17,10 +17,10 @@ from typing import Any
 
 import structlog
 
-from roost.actors.lines import LINE_CAP, Lines
-from roost.actors.outbox import REFUSED, TRANSIENT, Outbox
-from roost.actors.peer import Peer
-from roost.actors.terminal import Terminal, Transcript
+from roost.actors.runtime.lines import LINE_CAP, Lines
+from roost.actors.runtime.peer import Peer
+from roost.actors.supervisor.outbox import REFUSED, TRANSIENT, Outbox
+from roost.actors.supervisor.terminal import Terminal, Transcript
 from roost.broker.errors import RoostError
 
 log = structlog.get_logger("roost.turns")

@@ -1,0 +1,5 @@
+"""``python -m roost.actors.hub``."""
+
+from roost.actors.hub.actor import main
+
+main()

@@ -1,0 +1,3 @@
+"""The actor runtime every roost process runs on: the broker peer, process start-up and signals,
+child processes, line framing, the single-instance lock, endpoint checks. Nothing starts here.
+"""

@@ -1,0 +1,5 @@
+"""``python -m roost.actors.state``."""
+
+from roost.actors.state.store import main
+
+main()

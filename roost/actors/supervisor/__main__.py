@@ -1,0 +1,5 @@
+"""``python -m roost.actors.supervisor``."""
+
+from roost.actors.supervisor.actor import main
+
+main()
