@@ -6,6 +6,7 @@ they never contain tracebacks, tokens or host paths of the state files.
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 CODES: dict[str, str] = {
@@ -76,3 +77,10 @@ class RoostError(Exception):
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+
+def write_refused(exc: OSError, message: str) -> RoostError:
+    """A file write the disk refused, as the error a caller answers: ``storage-full`` for
+    ENOSPC, ``storage-failed`` for any other I/O error, naming the errno."""
+    code = "storage-full" if exc.errno == errno.ENOSPC else "storage-failed"
+    return RoostError(code, message, {"errno": errno.errorcode.get(exc.errno or 0)})

@@ -13,9 +13,9 @@ from typing import Any
 
 import click
 
-from roost.actors.state.retention import check_limit
 from roost.broker.client import Client
 from roost.broker.errors import RoostError
+from roost.broker.limits import check_limit
 from roost.broker.locate import pid_alive, private_dir, read_node_info
 from roost.broker.policy import check_node_id
 from roost.cli.context import Ctx, command

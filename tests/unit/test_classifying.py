@@ -9,8 +9,8 @@ from typing import Any, cast
 import pytest
 
 from roost.actors.supervisor import classifying
-from roost.actors.supervisor.actor import Supervisor
 from roost.actors.supervisor.classifying import ScreenClassifier
+from roost.actors.supervisor.host import Session
 from roost.broker.errors import RoostError
 
 
@@ -75,7 +75,7 @@ async def settle(classifier: ScreenClassifier) -> None:
 
 def make(peer: Peer) -> tuple[Sup, ScreenClassifier]:
     sup = Sup(peer)
-    return sup, ScreenClassifier(cast(Supervisor, sup))
+    return sup, ScreenClassifier(cast(Session, sup))
 
 
 async def _output_during_a_call_gets_a_round_of_its_own() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from roost.actors.node.daemon import HUB_LINK_FILE
+from roost.actors.node.hublink import HUB_LINK_FILE
 from roost.broker import locate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,6 +14,7 @@ from roost.actors.runtime.peer import Peer
 from roost.actors.state import db, retention
 from roost.actors.state.retention import Retention
 from roost.actors.state.store import StateStore
+from roost.broker import limits
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 
@@ -35,22 +36,22 @@ def fill(conn: sqlite3.Connection, n: int, **event: Any) -> list[int]:
 # -- the limit -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("raw", [1000, "1000", "1000000", retention.MAX_LIMIT])
+@pytest.mark.parametrize("raw", [1000, "1000", "1000000", limits.MAX_LIMIT])
 def test_check_limit_accepts_whole_numbers_in_range(raw: str | int) -> None:
-    assert retention.check_limit(raw) == int(raw)
+    assert limits.check_limit(raw) == int(raw)
 
 
-@pytest.mark.parametrize("raw", [999, "0", "-5", "1e6", "lots", "", retention.MAX_LIMIT + 1])
+@pytest.mark.parametrize("raw", [999, "0", "-5", "1e6", "lots", "", limits.MAX_LIMIT + 1])
 def test_check_limit_refuses_naming_the_flag(raw: str | int) -> None:
     with pytest.raises(RoostError) as info:
-        retention.check_limit(raw)
+        limits.check_limit(raw)
     assert info.value.code == "bad-request"
     assert "--retain-events" in info.value.message
     assert info.value.detail == {"field": "retain-events"}
 
 
 def test_the_limit_is_stored_and_kept_by_a_later_start(conn: sqlite3.Connection) -> None:
-    assert retention.load_limit(conn, None) == retention.DEFAULT_LIMIT
+    assert retention.load_limit(conn, None) == limits.DEFAULT_LIMIT
     assert retention.load_limit(conn, 5000) == 5000
     assert retention.load_limit(conn, None) == 5000
     assert retention.load_limit(conn, 2000) == 2000
@@ -61,7 +62,7 @@ def test_a_stored_limit_edited_to_nonsense_falls_back_to_the_default(
     conn: sqlite3.Connection,
 ) -> None:
     conn.execute("INSERT INTO meta VALUES (?, 'ten')", (retention.META_KEY,))
-    assert retention.load_limit(conn, None) == retention.DEFAULT_LIMIT
+    assert retention.load_limit(conn, None) == limits.DEFAULT_LIMIT
 
 
 # -- the plan ------------------------------------------------------------------------------------

@@ -26,10 +26,10 @@ import structlog
 import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
-from roost.actors.node.daemon import announce, check_tcp, curve_endpoint
+from roost.actors.runtime.endpoints import check_tcp, curve_endpoint
 from roost.actors.runtime.lock import StateLock
 from roost.actors.runtime.peer import Peer
-from roost.actors.runtime.process import run_until, run_until_stopped, setup_logging
+from roost.actors.runtime.process import announce, run_until, run_until_stopped, setup_logging
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.broker.keys import node_keys

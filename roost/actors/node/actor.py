@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from roost.actors.node.control import Control
+from roost.actors.node.reports import Reports
 from roost.actors.node.sessions import Sessions
 from roost.actors.runtime.peer import Handler, Peer
 from roost.actors.state import records as r
@@ -56,6 +57,7 @@ class NodeActor:
         self.peer, self.sessions = peer, sessions
         self._status, self._shutdown, self._registered = status, shutdown, registered
         self.started = time.time()
+        reports = Reports(sessions)
         handlers: dict[str, Handler] = {
             "node.status": self.status,
             "node.shutdown": self.shutdown,
@@ -70,12 +72,12 @@ class NodeActor:
             "session.forget": self.forget,
             "session.transcript": self.transcript,
             "events.since": self.events_since,
-            "node.session.attach": self._report(sessions.on_attach, locked=False),
-            "node.session.exited": self._report(sessions.on_exited),
-            "node.session.failed": self._report(sessions.on_failed, locked=False),
-            "node.session.classified": self._report(sessions.on_classified),
-            "node.session.identity": self._report(sessions.on_identity),
-            "node.session.resume": self._report(sessions.on_resume),
+            "node.session.attach": self._report(reports.on_attach, locked=False),
+            "node.session.exited": self._report(reports.on_exited),
+            "node.session.failed": self._report(reports.on_failed, locked=False),
+            "node.session.classified": self._report(reports.on_classified),
+            "node.session.identity": self._report(reports.on_identity),
+            "node.session.resume": self._report(reports.on_resume),
         }
         handlers.update({m: self.forward for m in FORWARDED})
         self.control = Control(peer, sessions)

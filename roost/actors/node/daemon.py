@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import sys
 import time
@@ -24,18 +23,19 @@ import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
 from roost.actors.node.actor import NodeActor
-from roost.actors.node.hublink import HubConfig, HubLink
+from roost.actors.node.hublink import HubConfig, HubLink, stored_hub
 from roost.actors.node.launcher import Launcher
 from roost.actors.node.sessions import Sessions
 from roost.actors.runtime.children import Child
+from roost.actors.runtime.endpoints import network_endpoint
 from roost.actors.runtime.lock import StateLock
 from roost.actors.runtime.peer import Peer
-from roost.actors.runtime.process import run_until_stopped, setup_logging
-from roost.actors.state import db, retention
-from roost.actors.state.storage import write_refused
+from roost.actors.runtime.process import announce, run_until_stopped, setup_logging
+from roost.actors.state import db
 from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.keys import AllowedKeys, allowed, check_public, is_loopback, node_keys
+from roost.broker.errors import RoostError, write_refused
+from roost.broker.keys import node_keys
+from roost.broker.limits import check_limit
 from roost.broker.locate import (
     ACTOR_TOKEN_ENV,
     ACTOR_TOKEN_FILE,
@@ -53,19 +53,8 @@ from roost.broker.policy import check_node_id
 from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
 
 log = structlog.get_logger("roost.daemon")
-HUB_LINK_FILE = "hub-link.json"  # the hub this node dials, kept for later starts
 
 READY_TIMEOUT = 30.0
-
-
-def announce(payload: dict[str, Any]) -> None:
-    """The one line the launching CLI reads; then stdout goes to the log."""
-    with contextlib.suppress(OSError):
-        sys.stdout.write(json.dumps(payload) + "\n")
-        sys.stdout.flush()
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.close(devnull)
 
 
 class Daemon:
@@ -272,70 +261,6 @@ class Daemon:
         await peer.call("state", "state.open", {})
 
 
-def check_tcp(endpoint: str, flag: str) -> str:
-    """``tcp://ADDRESS:PORT``, or bad-request naming the flag that gave it."""
-    if not endpoint.startswith("tcp://") or ":" not in endpoint[6:]:
-        raise RoostError("bad-request", f"--{flag} takes tcp://ADDRESS:PORT", {"field": flag})
-    return endpoint
-
-
-def curve_endpoint(state_dir: Path, endpoint: str, advice: str) -> NetworkEndpoint:
-    """A CURVE server endpoint with this directory's key pair and its authorised keys; without
-    a key pair and at least one allowed key, ``insecure-listen`` (``advice`` says what to run)."""
-    pair = node_keys(state_dir)
-    if pair is None or not allowed(state_dir):
-        raise RoostError("insecure-listen", advice)
-    return NetworkEndpoint(endpoint, curve_secret=pair[1], keys=AllowedKeys(state_dir))
-
-
-def network_endpoint(state_dir: Path, endpoint: str) -> NetworkEndpoint:
-    """A node's TCP endpoint: loopback may go without CURVE; anything else needs the node's key
-    pair and at least one authorised client key, or the node refuses to start."""
-    if is_loopback(check_tcp(endpoint, "listen")):
-        return NetworkEndpoint(endpoint)
-    advice = (
-        "a network endpoint needs CURVE: run `roost keys new` and `roost keys allow CLIENT_KEY`"
-    )
-    return curve_endpoint(state_dir, endpoint, f"{advice} first")
-
-
-def hub_config(state_dir: Path, endpoint: str, server_key: str | None) -> HubConfig:
-    """The hub this node dials: its endpoint and public key, and the node's own key pair."""
-    check_tcp(endpoint, "hub")
-    if not server_key:
-        raise RoostError("bad-request", "--hub needs --hub-key, the hub's public key")
-    pair = node_keys(state_dir)
-    if pair is None:
-        raise RoostError(
-            "bad-request",
-            "a hub link needs this node's key pair: run `roost keys new` and have the hub "
-            "allow its public key with --role node --name <node id>",
-            {"field": "hub"},
-        )
-    return HubConfig(endpoint, check_public(server_key), pair[0], pair[1])
-
-
-def stored_hub(
-    state_dir: Path, endpoint: str | None, key: str | None, *, forget: bool = False
-) -> HubConfig | None:
-    """The hub link: the one given (and stored for later starts, like the node id), else the one
-    stored; ``forget`` removes it."""
-    path = state_dir / HUB_LINK_FILE
-    if forget:
-        path.unlink(missing_ok=True)
-        return None
-    if endpoint:
-        hub = hub_config(state_dir, endpoint, key)
-        path.write_text(json.dumps({"endpoint": hub.endpoint, "server_key": hub.server_key}))
-        return hub
-    try:
-        raw = json.loads(path.read_text())
-        endpoint, key = str(raw["endpoint"]), str(raw["server_key"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return hub_config(state_dir, endpoint, key)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(prog="roost-daemon")
     parser.add_argument("--state-dir", required=True)
@@ -364,7 +289,7 @@ def main() -> None:
     token = load_or_create_token(state_dir)
     try:
         network = network_endpoint(state_dir, args.listen) if args.listen else None
-        keep = None if args.retain_events is None else retention.check_limit(args.retain_events)
+        keep = None if args.retain_events is None else check_limit(args.retain_events)
         hub = stored_hub(state_dir, args.hub, args.hub_key, forget=args.no_hub)
     except RoostError as err:
         announce({"error": err.to_body()})

@@ -15,20 +15,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
 import zmq
 import zmq.asyncio
 
+from roost.actors.runtime.endpoints import check_tcp
 from roost.actors.runtime.peer import Peer
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.broker.keys import check_public, node_keys
 from roost.broker.policy import node_address
 
 log = structlog.get_logger("roost.hublink")
 
+HUB_LINK_FILE = "hub-link.json"  # the hub this node dials, kept for later starts
 LOCAL_TIMEOUT = 300.0  # a hub client's own deadline ends its wait sooner; this bounds ours
 
 
@@ -195,3 +200,40 @@ class HubLink:
                     self.peer.publish_packed(prefix + topic, frames[2])
         finally:
             sub.close(0)
+
+
+def hub_config(state_dir: Path, endpoint: str, server_key: str | None) -> HubConfig:
+    """The hub this node dials: its endpoint and public key, and the node's own key pair."""
+    check_tcp(endpoint, "hub")
+    if not server_key:
+        raise RoostError("bad-request", "--hub needs --hub-key, the hub's public key")
+    pair = node_keys(state_dir)
+    if pair is None:
+        raise RoostError(
+            "bad-request",
+            "a hub link needs this node's key pair: run `roost keys new` and have the hub "
+            "allow its public key with --role node --name <node id>",
+            {"field": "hub"},
+        )
+    return HubConfig(endpoint, check_public(server_key), pair[0], pair[1])
+
+
+def stored_hub(
+    state_dir: Path, endpoint: str | None, key: str | None, *, forget: bool = False
+) -> HubConfig | None:
+    """The hub link: the one given (and stored for later starts, like the node id), else the one
+    stored; ``forget`` removes it."""
+    path = state_dir / HUB_LINK_FILE
+    if forget:
+        path.unlink(missing_ok=True)
+        return None
+    if endpoint:
+        hub = hub_config(state_dir, endpoint, key)
+        path.write_text(json.dumps({"endpoint": hub.endpoint, "server_key": hub.server_key}))
+        return hub
+    try:
+        raw = json.loads(path.read_text())
+        endpoint, key = str(raw["endpoint"]), str(raw["server_key"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return hub_config(state_dir, endpoint, key)

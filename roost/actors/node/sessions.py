@@ -1,4 +1,5 @@
-"""Session lifecycle on the node: spawn, resume, stop, forget, and what supervisors report.
+"""Session lifecycle on the node: spawn, resume, stop, loss, forget (``reports`` has what
+supervisors report).
 
 The node is the only actor that changes a record's lifecycle state. Every change goes through the
 state store as a compare-and-set (expected states, expected generation) together with its event,
@@ -37,7 +38,7 @@ ATTACH_TIMEOUT = 20.0
 ORPHAN_SWEEPS = 5  # every 5th sweep (and the first) looks for turns no supervisor owns
 
 
-def _state_event(record: Record, state: str, **data: Any) -> dict[str, Any]:
+def state_event(record: Record, state: str, **data: Any) -> dict[str, Any]:
     return {
         "kind": "record.state",
         "record": record.id,
@@ -55,7 +56,8 @@ class Sessions:
         self.peer, self.launcher = peer, launcher
         self.state_dir, self.endpoint, self._token = state_dir, endpoint, token
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
-        self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        # launches waiting for their supervisor to attach (or fail), by instance
+        self.attaching: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.cleaning = 0  # losses being settled: the node answers busy to a shutdown meanwhile
         self._sweeps = 0
 
@@ -63,7 +65,7 @@ class Sessions:
 
     async def find(self, ref: str) -> tuple[Record, dict[str, str]]:
         reply = await self.peer.call("state", "state.record.find", {"ref": ref})
-        return _record(reply), reply.get("env") or {}
+        return record_of(reply), reply.get("env") or {}
 
     async def update(
         self,
@@ -84,7 +86,7 @@ class Sessions:
                 "events": events or [],
             },
         )
-        return _record(reply)
+        return record_of(reply)
 
     async def set_state(
         self,
@@ -95,7 +97,7 @@ class Sessions:
         extra: list[dict[str, Any]] | None = None,
         **changes: Any,
     ) -> Record:
-        event = _state_event(record, state)
+        event = state_event(record, state)
         return await self.update(
             record, {"state": state, **changes}, expect=expect, events=[*(extra or []), event]
         )
@@ -139,7 +141,7 @@ class Sessions:
             },
             expect=(r.STARTING, r.DORMANT, r.FAILED),
             events=[
-                {**_state_event(record, r.STARTING, resume=bool(resume)), "generation": generation}
+                {**state_event(record, r.STARTING, resume=bool(resume)), "generation": generation}
             ],
         )
         if identity and identity != record.provider_session:
@@ -158,7 +160,7 @@ class Sessions:
                 },
             )
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._waiting[instance] = future
+        self.attaching[instance] = future
         try:
             pid = self.launcher.start(self._spec(starting, plan, env, instance, started))
             attached = await asyncio.wait_for(future, ATTACH_TIMEOUT)
@@ -170,7 +172,7 @@ class Sessions:
             }
             pid = None
         finally:
-            self._waiting.pop(instance, None)
+            self.attaching.pop(instance, None)
         if "error" in attached:
             await self.set_state(starting, r.FAILED, last_exit={"error": attached["error"]})
             raise RoostError.from_body(attached["error"])
@@ -217,126 +219,6 @@ class Sessions:
             "turn_silence_s": plan.get("turn_silence_s"),
             "turn_deadline_s": plan.get("turn_deadline_s"),
         }
-
-    # -- reports from supervisors --------------------------------------------------------------
-
-    async def on_attach(self, body: dict[str, Any]) -> dict[str, Any]:
-        instance = str(body.get("instance"))
-        record = await self._current(body)
-        future = self._waiting.get(instance)
-        if future is not None and not future.done():
-            future.set_result(body)
-            return {"ok": True}
-        active = record.active or {}
-        if record.state in r.ACTIVE_STATES and active.get("instance") in (None, instance):
-            # an agent that exited meanwhile is reported by the supervisor's outbox, in order,
-            # under the record's lock; handling it here too would race that report
-            if record.state == r.STARTING and not body.get("exited"):
-                active = {**body, "started": process_started(int(body.get("pid") or 0))}
-                await self.set_state(record, r.LIVE, active=active)
-            log.info("session-reattached", record=record.id, generation=record.generation)
-            return {"ok": True}
-        raise RoostError("stale-generation", "this supervisor no longer owns the record")
-
-    async def on_exited(self, body: dict[str, Any]) -> dict[str, Any]:
-        record = await self._current(body)
-        if record.state in r.ACTIVE_STATES:
-            exited = {
-                "kind": "session.exited",
-                "record": record.id,
-                "generation": record.generation,
-                "data": {"exit": body.get("exit")},
-            }
-            await self.set_state(
-                record,
-                r.DORMANT,
-                extra=[exited],
-                active=None,
-                last_exit=body.get("exit"),
-                activity=None,
-                attention=None,
-            )
-        return {"ok": True}
-
-    async def on_failed(self, body: dict[str, Any]) -> dict[str, Any]:
-        future = self._waiting.get(str(body.get("instance")))
-        if future is not None and not future.done():
-            future.set_result({"error": body.get("error")})
-        return {"ok": True}
-
-    async def on_classified(self, body: dict[str, Any]) -> dict[str, Any]:
-        record = await self._current(body)
-        result = body.get("classification") or {}
-        state, reason = result.get("state"), result.get("reason")
-        event = {
-            "kind": "session.classified",
-            "record": record.id,
-            "generation": record.generation,
-            "data": result,
-        }
-        changes: dict[str, Any] = {"activity": state, "attention": reason}
-        if record.state in (r.LIVE, r.ATTENTION):
-            target = r.ATTENTION if state == "attention" else r.LIVE
-            if target != record.state:
-                await self.set_state(record, target, extra=[event], **changes)
-                return {"ok": True}
-        await self.update(record, changes, events=[event])
-        return {"ok": True}
-
-    async def on_identity(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The provider's own id became known. A record that has one keeps it: a different id
-        reported later (a resume that forked) is recorded as such and needs a human."""
-        record = await self._current(body)
-        found = str(body.get("provider_session"))
-        if record.provider_session == found:
-            return {"ok": True}
-        data: dict[str, Any] = {"provider_session": found}
-        event = {
-            "kind": "session.identity",
-            "record": record.id,
-            "generation": record.generation,
-            "data": data,
-        }
-        if record.provider_session is None:
-            await self.update(record, {"provider_session": found}, events=[event])
-            return {"ok": True}
-        data.update(previous=record.provider_session, mismatch=True)
-        if record.state not in (r.LIVE, r.ATTENTION):  # nothing running to look at: log it only
-            await self.update(record, {}, events=[event])
-            return {"ok": True}
-        await self.set_state(record, r.ATTENTION, extra=[event], attention="resume-unverified")
-        return {"ok": True}
-
-    async def on_resume(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The verdict on a cold resume; anything but ``resumed`` needs a human. Roost never
-        starts a fresh conversation in its place (``retry_fresh`` is reported, not acted on)."""
-        record = await self._current(body)
-        verdict = body.get("verdict") or {}
-        event = {
-            "kind": "session.resume",
-            "record": record.id,
-            "generation": record.generation,
-            "data": verdict,
-        }
-        if record.state not in (r.LIVE, r.ATTENTION):
-            await self.update(record, {}, events=[event])
-        elif verdict.get("outcome") == "resumed":
-            if record.state == r.ATTENTION and record.attention == "resume-unverified":
-                await self.set_state(record, r.LIVE, extra=[event], attention=None)
-            else:
-                await self.update(record, {}, events=[event])
-        else:
-            reason = verdict.get("reason") or "resume-unverified"
-            await self.set_state(record, r.ATTENTION, extra=[event], attention=reason)
-        return {"ok": True}
-
-    async def _current(self, body: dict[str, Any]) -> Record:
-        record, _ = await self.find(str(body.get("record")))
-        if body.get("generation") != record.generation:
-            raise RoostError(
-                "stale-generation", "the record has moved on", {"generation": record.generation}
-            )
-        return record
 
     # -- stop, lost, forget --------------------------------------------------------------------
 
@@ -427,7 +309,7 @@ class Sessions:
         self.launcher.reap()
         reply = await self.peer.call("state", "state.record.list", {})
         for raw in reply["records"]:
-            record = _record({"record": raw})
+            record = record_of({"record": raw})
             if record.state not in r.ACTIVE_STATES or self.locks[record.id].locked():
                 continue
             active = record.active or {}
@@ -457,10 +339,10 @@ class Sessions:
             {"id": record.id, "expect_states": [r.DORMANT, r.FAILED], "events": [event]},
         )
         shutil.rmtree(self.state_dir / "sessions" / record.id, ignore_errors=True)
-        return _record(reply)
+        return record_of(reply)
 
 
-def _record(reply: dict[str, Any]) -> Record:
+def record_of(reply: dict[str, Any]) -> Record:
     raw = dict(reply["record"])
     raw.pop("size", None)
     raw["env"] = dict.fromkeys(raw.get("env") or [], "")  # names only; values stay in the store

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
+import json
 import logging
 import os
 import signal
@@ -130,3 +132,13 @@ def child_args(
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--lifeline", type=int)
     return parser.parse_args()
+
+
+def announce(payload: dict[str, Any]) -> None:
+    """The one line the launching CLI reads; then stdout goes to the log."""
+    with contextlib.suppress(OSError):
+        sys.stdout.write(json.dumps(payload) + "\n")
+        sys.stdout.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)

@@ -7,17 +7,15 @@ interrupted) exactly once, its operation following it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from roost.actors.runtime.peer import Peer
 from roost.actors.state import db
 from roost.actors.state.records import ACTIVE_STATES
+from roost.actors.state.writer import Writer
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
-
-if TYPE_CHECKING:
-    from roost.actors.state.store import StateStore
 
 
 def check_events(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -55,7 +53,7 @@ def check_op(body: dict[str, Any]) -> dict[str, Any] | None:
 class Journal:
     """The ``state.op.*`` and ``state.turn.*`` methods."""
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: Writer) -> None:
         self.store = store
 
     def register(self, peer: Peer) -> None:

@@ -21,29 +21,12 @@ from dataclasses import dataclass
 
 from roost.actors.state.schema import get_meta
 from roost.broker.errors import RoostError
+from roost.broker.limits import DEFAULT_LIMIT, check_limit
 
-DEFAULT_LIMIT = 1_000_000
-MIN_LIMIT = 1_000
-MAX_LIMIT = 1_000_000_000_000
 CHUNK = 5_000
 OPS_KEEP_S = 7 * 24 * 3600.0
 OPS_EVERY_S = 600.0
 META_KEY = "retain_events"
-
-
-def check_limit(raw: str | int) -> int:
-    """A ``--retain-events`` value, or ``bad-request`` naming the flag."""
-    try:
-        limit = int(raw)
-    except (TypeError, ValueError):
-        limit = -1
-    if not MIN_LIMIT <= limit <= MAX_LIMIT:
-        raise RoostError(
-            "bad-request",
-            f"--retain-events must be a whole number from {MIN_LIMIT:,} to {MAX_LIMIT:,}",
-            {"field": "retain-events"},
-        )
-    return limit
 
 
 def slack(limit: int) -> int:

@@ -8,7 +8,6 @@ again; ``status`` is what ``node status`` shows as the state store's ``storage``
 
 from __future__ import annotations
 
-import errno
 import os
 import sqlite3
 import time
@@ -98,10 +97,3 @@ class Storage:
             "last_refused": self.last_refused,
             "free_bytes": self.free(),
         }
-
-
-def write_refused(exc: OSError, message: str) -> RoostError:
-    """A file write the disk refused, as the error a caller answers: ``storage-full`` for
-    ENOSPC, ``storage-failed`` for any other I/O error, naming the errno."""
-    code = "storage-full" if exc.errno == errno.ENOSPC else "storage-failed"
-    return RoostError(code, message, {"errno": errno.errorcode.get(exc.errno or 0)})

@@ -35,13 +35,14 @@ from roost.actors.state.journal import Journal, check_events, check_op
 from roost.actors.state.records import Record
 from roost.actors.state.retention import Retention
 from roost.actors.state.storage import Storage
+from roost.actors.state.writer import Mutation
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.broker.limits import check_limit
 
 log = structlog.get_logger("roost.state")
 
-Mutation = Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]
 BATCH = 64
 TRIM_EVERY_S = 1.0
 
@@ -319,7 +320,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     state_dir = Path(args.state_dir)
     # the daemon has just checked the file before this first start; a restart checks again
     conn, _ = db.open_db(state_dir / "state.db", args.node_id, check=not args.checked)
-    given = None if args.retain_events is None else retention.check_limit(args.retain_events)
+    given = None if args.retain_events is None else check_limit(args.retain_events)
     keep = Retention(retention.load_limit(conn, given))
     ctx = zmq.asyncio.Context()
     peer = Peer(

@@ -30,12 +30,12 @@ from roost.actors.supervisor import probe
 from roost.actors.supervisor.checks import IdentityAndResume
 from roost.actors.supervisor.classifying import ScreenClassifier
 from roost.actors.supervisor.delivery import Deliverer
+from roost.actors.supervisor.keyboard import Keyboard
 from roost.actors.supervisor.outbox import Outbox
 from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.actors.supervisor.pty_backend import ExitStatus
 from roost.actors.supervisor.terminal import Terminal, Transcript
 from roost.actors.supervisor.turns import TurnRunner
-from roost.adapters.base import KEYS, key_names
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
@@ -43,7 +43,6 @@ from roost.broker.errors import RoostError
 log = structlog.get_logger("roost.supervisor")
 
 RETRY_S = 0.5
-ECHO_TAIL, ECHO_WAIT_S, ECHO_POLL_S = 8, 3.0, 0.02  # the typed text shown before its submit
 
 
 class Supervisor:
@@ -55,13 +54,11 @@ class Supervisor:
         self.generation: int = spec["generation"]
         self.instance_id: str = spec["instance_id"]
         self.provider: str = spec["provider"]
-        self.submit: bytes = spec.get("submit", b"\r")
-        self.submit_delay: float = spec.get("submit_delay_s") or 0.0
         self.dir = Path(spec["session_dir"])
         self.term = Terminal(spec["rows"], spec["cols"])
         self.transcript = Transcript(self.dir)
         self.deliver = Deliverer(
-            peer, self.provider, self.instance_id, self._render, self._learn, directory=self.dir
+            peer, self.provider, self.instance_id, self._render, self.learn, directory=self.dir
         )
         self.outbox = Outbox(self.dir, self.deliver, instance=self.instance_id)
         self.agent: PtyAgent | None = None
@@ -72,12 +69,10 @@ class Supervisor:
         self.launched_at = time.time()
         self.checks = IdentityAndResume(self)
         self.classifier = ScreenClassifier(self)
-        self._input_lock = asyncio.Lock()
+        self.keyboard = Keyboard(self)
         peer.handlers.update(
             {
-                "session.input": self.on_input,
-                "session.prompt": self.on_prompt,
-                "session.key": self.on_key,
+                **self.keyboard.handlers(),
                 "session.resize": self.on_resize,
                 "session.screen": self.on_screen,
                 "session.stop": self.on_stop,
@@ -200,7 +195,7 @@ class Supervisor:
             self._stamp({"t": "report", "method": method, "body": {**self.session_address, **body}})
         )
 
-    def _learn(self, provider_session: str) -> None:
+    def learn(self, provider_session: str) -> None:
         """The provider's own session id became known (a screen, its files, or a turn's line)."""
         if provider_session == self.identity:
             return
@@ -220,7 +215,7 @@ class Supervisor:
         if self.exit is not None:
             raise RoostError("session-not-live", "the agent has exited")
 
-    def _pty(self, header: p.Header) -> PtyAgent:
+    def pty(self, header: p.Header) -> PtyAgent:
         self._fence(header)
         if self.agent is None:
             raise RoostError(
@@ -229,75 +224,6 @@ class Supervisor:
                 {"field": "mode"},
             )
         return self.agent
-
-    async def _type(
-        self,
-        header: p.Header,
-        kind: str,
-        data: bytes,
-        shown: dict[str, Any],
-        then: bytes = b"",
-    ) -> dict[str, Any]:
-        """Commit the input event (and its operation), then type it: accepted means durable."""
-        self._pty(header)
-        await self.checks.hold_input()  # a resume's verdict first: never typed into a void
-        agent = self._pty(header)
-        async with self._input_lock:
-            if not await self.outbox.drained(5.0):
-                raise self.outbox.undelivered()
-            body: dict[str, Any] = {
-                "events": [
-                    {
-                        "kind": "session.input",
-                        "record": self.record_id,
-                        "generation": self.generation,
-                        "data": {"input": kind, **shown},
-                    }
-                ]
-            }
-            if header.op:
-                body["op"] = {"id": header.op, "method": header.method, "record": self.record_id}
-            committed = await self.peer.call("state", "state.events.append", body)
-            if committed.get("duplicate"):
-                return {
-                    "accepted": True,
-                    "duplicate": True,
-                    "seq": (committed["seqs"] or [None])[0],
-                }
-            agent.write(data)
-            if then:  # the submit key apart from the text: some TUIs take a burst for a paste
-                await self._echoed(data.decode("utf-8", "replace"))
-                agent.write(then)
-        return {"accepted": True, "seq": committed["seqs"][0]}
-
-    async def _echoed(self, text: str) -> None:
-        """Wait before the submit key: ``submit_delay_s``, then until the screen shows the typed
-        text's end (the TUI has read it, so the key comes in a read of its own, even when the
-        CLI is slow to read under load), at most ``ECHO_WAIT_S`` more."""
-        await asyncio.sleep(self.submit_delay)
-        tail = "".join(text.split())[-ECHO_TAIL:]
-        deadline = asyncio.get_running_loop().time() + ECHO_WAIT_S
-        while tail and tail not in "".join(self.term.text().split()):
-            if self.exit is not None or asyncio.get_running_loop().time() > deadline:
-                return
-            await asyncio.sleep(ECHO_POLL_S)
-
-    async def on_prompt(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        text = f.text(body, "text")
-        if self.submit_delay:
-            return await self._type(
-                header, "prompt", text.encode(), {"text": text}, then=self.submit
-            )
-        return await self._type(header, "prompt", text.encode() + self.submit, {"text": text})
-
-    async def on_input(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        text = f.text(body, "text")
-        return await self._type(header, "input", text.encode(), {"text": text})
-
-    async def on_key(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        keys = key_names(body)
-        data = b"".join(self.submit if k == "enter" else KEYS[k] for k in keys)
-        return await self._type(header, "key", data, {"keys": keys})
 
     async def on_turn(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         self._fence(header)

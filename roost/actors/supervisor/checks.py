@@ -16,15 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
 from roost.actors.supervisor import probe
+from roost.actors.supervisor.host import Session
 from roost.broker.errors import RoostError
-
-if TYPE_CHECKING:
-    from roost.actors.supervisor.actor import Supervisor
 
 log = structlog.get_logger("roost.checks")
 
@@ -37,7 +35,7 @@ TITLE_CAP = 1024
 
 
 class IdentityAndResume:
-    def __init__(self, sup: Supervisor) -> None:
+    def __init__(self, sup: Session) -> None:
         self.sup = sup
         self._tasks: set[asyncio.Task[None]] = set()
         self.verdict = asyncio.Event()  # set once a resume has its verdict (or needs none)
@@ -112,7 +110,7 @@ class IdentityAndResume:
                 timeout=3.0,
             )
             if found.get("provider_session"):
-                self.sup._learn(str(found["provider_session"]))
+                self.sup.learn(str(found["provider_session"]))
 
     async def _identity_loop(self) -> None:
         while self.sup.identity is None and self.sup.exit is None:

@@ -10,14 +10,12 @@ waiting for a human never changes again, so without the retry its verdict would 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
+from roost.actors.supervisor.host import Session
 from roost.broker.errors import RoostError
-
-if TYPE_CHECKING:
-    from roost.actors.supervisor.actor import Supervisor
 
 log = structlog.get_logger("roost.classifying")
 
@@ -27,7 +25,7 @@ RETRY_S = (0.25, 4.0)  # the first retry's wait, doubled after each failure up t
 
 
 class ScreenClassifier:
-    def __init__(self, sup: Supervisor) -> None:
+    def __init__(self, sup: Session) -> None:
         self.sup = sup
         self.unclassified = False
         self.failures = 0  # consecutive failed calls

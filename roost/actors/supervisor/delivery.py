@@ -19,9 +19,8 @@ from typing import Any
 import msgpack
 
 from roost.actors.runtime.peer import Peer
-from roost.actors.state.storage import write_refused
 from roost.actors.supervisor.outbox import TRANSIENT
-from roost.broker.errors import RoostError
+from roost.broker.errors import RoostError, write_refused
 
 Entry = dict[str, Any]
 Facts = dict[str, Any]

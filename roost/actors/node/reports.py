@@ -1,0 +1,147 @@
+"""What session supervisors report to the node (``node.session.*``), applied to their records.
+
+A supervisor attaches after each (re)registration, and reports its agent's exit, a failed launch,
+each change of the screen's classification, the provider's own session id once known, and the
+verdict on a cold resume. Each report names its record's generation: one from a generation the
+record has moved past is refused ``stale-generation``. The node actor runs them under the
+record's lock (attach and failed excepted: a launch waiting on them holds it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from roost.actors.node.launcher import process_started
+from roost.actors.node.sessions import Sessions
+from roost.actors.state import records as r
+from roost.actors.state.records import Record
+from roost.broker.errors import RoostError
+
+log = structlog.get_logger("roost.sessions")
+
+
+class Reports:
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+
+    async def on_attach(self, body: dict[str, Any]) -> dict[str, Any]:
+        instance = str(body.get("instance"))
+        record = await self._current(body)
+        future = self.sessions.attaching.get(instance)
+        if future is not None and not future.done():
+            future.set_result(body)
+            return {"ok": True}
+        active = record.active or {}
+        if record.state in r.ACTIVE_STATES and active.get("instance") in (None, instance):
+            # an agent that exited meanwhile is reported by the supervisor's outbox, in order,
+            # under the record's lock; handling it here too would race that report
+            if record.state == r.STARTING and not body.get("exited"):
+                active = {**body, "started": process_started(int(body.get("pid") or 0))}
+                await self.sessions.set_state(record, r.LIVE, active=active)
+            log.info("session-reattached", record=record.id, generation=record.generation)
+            return {"ok": True}
+        raise RoostError("stale-generation", "this supervisor no longer owns the record")
+
+    async def on_exited(self, body: dict[str, Any]) -> dict[str, Any]:
+        record = await self._current(body)
+        if record.state in r.ACTIVE_STATES:
+            exited = {
+                "kind": "session.exited",
+                "record": record.id,
+                "generation": record.generation,
+                "data": {"exit": body.get("exit")},
+            }
+            await self.sessions.set_state(
+                record,
+                r.DORMANT,
+                extra=[exited],
+                active=None,
+                last_exit=body.get("exit"),
+                activity=None,
+                attention=None,
+            )
+        return {"ok": True}
+
+    async def on_failed(self, body: dict[str, Any]) -> dict[str, Any]:
+        future = self.sessions.attaching.get(str(body.get("instance")))
+        if future is not None and not future.done():
+            future.set_result({"error": body.get("error")})
+        return {"ok": True}
+
+    async def on_classified(self, body: dict[str, Any]) -> dict[str, Any]:
+        record = await self._current(body)
+        result = body.get("classification") or {}
+        state, reason = result.get("state"), result.get("reason")
+        event = {
+            "kind": "session.classified",
+            "record": record.id,
+            "generation": record.generation,
+            "data": result,
+        }
+        changes: dict[str, Any] = {"activity": state, "attention": reason}
+        if record.state in (r.LIVE, r.ATTENTION):
+            target = r.ATTENTION if state == "attention" else r.LIVE
+            if target != record.state:
+                await self.sessions.set_state(record, target, extra=[event], **changes)
+                return {"ok": True}
+        await self.sessions.update(record, changes, events=[event])
+        return {"ok": True}
+
+    async def on_identity(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The provider's own id became known. A record that has one keeps it: a different id
+        reported later (a resume that forked) is recorded as such and needs a human."""
+        record = await self._current(body)
+        found = str(body.get("provider_session"))
+        if record.provider_session == found:
+            return {"ok": True}
+        data: dict[str, Any] = {"provider_session": found}
+        event = {
+            "kind": "session.identity",
+            "record": record.id,
+            "generation": record.generation,
+            "data": data,
+        }
+        if record.provider_session is None:
+            await self.sessions.update(record, {"provider_session": found}, events=[event])
+            return {"ok": True}
+        data.update(previous=record.provider_session, mismatch=True)
+        if record.state not in (r.LIVE, r.ATTENTION):  # nothing running to look at: log it only
+            await self.sessions.update(record, {}, events=[event])
+            return {"ok": True}
+        await self.sessions.set_state(
+            record, r.ATTENTION, extra=[event], attention="resume-unverified"
+        )
+        return {"ok": True}
+
+    async def on_resume(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The verdict on a cold resume; anything but ``resumed`` needs a human. Roost never
+        starts a fresh conversation in its place (``retry_fresh`` is reported, not acted on)."""
+        record = await self._current(body)
+        verdict = body.get("verdict") or {}
+        event = {
+            "kind": "session.resume",
+            "record": record.id,
+            "generation": record.generation,
+            "data": verdict,
+        }
+        if record.state not in (r.LIVE, r.ATTENTION):
+            await self.sessions.update(record, {}, events=[event])
+        elif verdict.get("outcome") == "resumed":
+            if record.state == r.ATTENTION and record.attention == "resume-unverified":
+                await self.sessions.set_state(record, r.LIVE, extra=[event], attention=None)
+            else:
+                await self.sessions.update(record, {}, events=[event])
+        else:
+            reason = verdict.get("reason") or "resume-unverified"
+            await self.sessions.set_state(record, r.ATTENTION, extra=[event], attention=reason)
+        return {"ok": True}
+
+    async def _current(self, body: dict[str, Any]) -> Record:
+        record, _ = await self.sessions.find(str(body.get("record")))
+        if body.get("generation") != record.generation:
+            raise RoostError(
+                "stale-generation", "the record has moved on", {"generation": record.generation}
+            )
+        return record

@@ -1,0 +1,53 @@
+"""What the supervisor's helpers see of it: the checks, the classifier and the keyboard are built
+by the supervisor and handed it as a ``Session``, a protocol, so none of them imports the actor.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from roost.actors.runtime.peer import Peer
+from roost.actors.supervisor.outbox import Outbox
+from roost.actors.supervisor.pty_agent import PtyAgent
+from roost.actors.supervisor.pty_backend import ExitStatus
+from roost.actors.supervisor.terminal import Terminal
+from roost.broker import protocol as p
+
+
+class Checks(Protocol):
+    """The identity and resume checks (``checks.IdentityAndResume``), as the others use them."""
+
+    def view(self) -> dict[str, Any]: ...
+
+    async def discover(self) -> None: ...
+
+    async def hold_input(self) -> None: ...
+
+
+class Session(Protocol):
+    spec: dict[str, Any]
+    record_id: str
+    generation: int
+    provider: str
+    peer: Peer
+    term: Terminal
+    outbox: Outbox
+    agent: PtyAgent | None
+    exit: ExitStatus | None
+    identity: str | None
+    launched_at: float
+
+    @property
+    def checks(self) -> Checks: ...
+
+    def pty(self, header: p.Header) -> PtyAgent:
+        """The PTY agent a request for this generation may type into (else a stable error)."""
+        ...
+
+    def report(self, method: str, body: dict[str, Any]) -> None: ...
+
+    def learn(self, provider_session: str) -> None: ...
+
+    def evidence(self) -> dict[str, Any] | None: ...
+
+    def classified(self, result: dict[str, Any]) -> None: ...

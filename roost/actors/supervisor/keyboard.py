@@ -1,0 +1,106 @@
+"""Typing into a pty session: ``session.prompt``, ``session.input`` and ``session.key``.
+
+Each input's event (and its operation) is committed by the state store before a byte is typed,
+so ``accepted`` means durable; input waits for a resume's verdict first (never typed into a CLI
+still loading the conversation) and types one request at a time. A prompt's submit key goes apart
+from its text where the provider asks for it (``submit_delay_s``): some TUIs take a burst for a
+paste, so the key waits until the screen shows the typed text's end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from roost.actors.supervisor.host import Session
+from roost.adapters.base import KEYS, key_names
+from roost.broker import fields as f
+from roost.broker import protocol as p
+
+ECHO_TAIL, ECHO_WAIT_S, ECHO_POLL_S = 8, 3.0, 0.02  # the typed text shown before its submit
+
+
+class Keyboard:
+    def __init__(self, sup: Session) -> None:
+        self.sup = sup
+        self.submit: bytes = sup.spec.get("submit", b"\r")
+        self.submit_delay: float = sup.spec.get("submit_delay_s") or 0.0
+        self._lock = asyncio.Lock()
+
+    def handlers(self) -> dict[str, Any]:
+        return {
+            "session.input": self.on_input,
+            "session.prompt": self.on_prompt,
+            "session.key": self.on_key,
+        }
+
+    async def on_prompt(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        text = f.text(body, "text")
+        if self.submit_delay:
+            return await self._type(
+                header, "prompt", text.encode(), {"text": text}, then=self.submit
+            )
+        return await self._type(header, "prompt", text.encode() + self.submit, {"text": text})
+
+    async def on_input(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        text = f.text(body, "text")
+        return await self._type(header, "input", text.encode(), {"text": text})
+
+    async def on_key(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        keys = key_names(body)
+        data = b"".join(self.submit if k == "enter" else KEYS[k] for k in keys)
+        return await self._type(header, "key", data, {"keys": keys})
+
+    async def _type(
+        self,
+        header: p.Header,
+        kind: str,
+        data: bytes,
+        shown: dict[str, Any],
+        then: bytes = b"",
+    ) -> dict[str, Any]:
+        """Commit the input event (and its operation), then type it: accepted means durable."""
+        sup = self.sup
+        sup.pty(header)
+        await sup.checks.hold_input()  # a resume's verdict first: never typed into a void
+        agent = sup.pty(header)
+        async with self._lock:
+            if not await sup.outbox.drained(5.0):
+                raise sup.outbox.undelivered()
+            body: dict[str, Any] = {
+                "events": [
+                    {
+                        "kind": "session.input",
+                        "record": sup.record_id,
+                        "generation": sup.generation,
+                        "data": {"input": kind, **shown},
+                    }
+                ]
+            }
+            if header.op:
+                body["op"] = {"id": header.op, "method": header.method, "record": sup.record_id}
+            committed = await sup.peer.call("state", "state.events.append", body)
+            if committed.get("duplicate"):
+                return {
+                    "accepted": True,
+                    "duplicate": True,
+                    "seq": (committed["seqs"] or [None])[0],
+                }
+            agent.write(data)
+            if then:  # the submit key apart from the text: some TUIs take a burst for a paste
+                await self._echoed(data.decode("utf-8", "replace"))
+                agent.write(then)
+        return {"accepted": True, "seq": committed["seqs"][0]}
+
+    async def _echoed(self, text: str) -> None:
+        """Wait before the submit key: ``submit_delay_s``, then until the screen shows the typed
+        text's end (the TUI has read it, so the key comes in a read of its own, even when the
+        CLI is slow to read under load), at most ``ECHO_WAIT_S`` more."""
+        await asyncio.sleep(self.submit_delay)
+        tail = "".join(text.split())[-ECHO_TAIL:]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ECHO_WAIT_S
+        while tail and tail not in "".join(self.sup.term.text().split()):
+            if self.sup.exit is not None or loop.time() > deadline:
+                return
+            await asyncio.sleep(ECHO_POLL_S)
