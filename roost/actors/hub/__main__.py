@@ -1,5 +1,9 @@
 """``python -m roost.actors.hub``."""
 
-from roost.actors.hub.actor import main
+from roost.actors.runtime import lean
+
+lean.keep_out()  # before anything imports structlog or asyncio
+
+from roost.actors.hub.actor import main  # noqa: E402
 
 main()
