@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -135,10 +136,33 @@ def child_args(
 
 
 def announce(payload: dict[str, Any]) -> None:
-    """The one line the launching CLI reads; then stdout goes to the log."""
+    """The one line the launching CLI reads (and, under systemd, the readiness it waits for);
+    then stdout goes to the log."""
     with contextlib.suppress(OSError):
         sys.stdout.write(json.dumps(payload) + "\n")
         sys.stdout.flush()
+    if "ready" in payload:
+        sd_notify(f"READY=1\nSTATUS=serving\nMAINPID={os.getpid()}")
+    else:
+        code = (payload.get("error") or {}).get("code", "internal")
+        sd_notify(f"STATUS=refused: {code}")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.close(devnull)
+
+
+def sd_notify(state: str) -> bool:
+    """Tell systemd (a ``Type=notify`` unit: ``$NOTIFY_SOCKET``) how the service is; False when
+    not run by systemd or the message did not go. The protocol is one datagram of
+    newline-separated ``KEY=value`` lines on a unix socket (an ``@`` is the abstract namespace)."""
+    where = os.environ.get("NOTIFY_SOCKET", "")
+    if not where or not hasattr(socket, "AF_UNIX"):
+        return False
+    address = "\0" + where[1:] if where.startswith("@") else where
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            sock.connect(address)
+            sock.sendall(state.encode())
+    except OSError:
+        return False
+    return True
