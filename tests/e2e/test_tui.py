@@ -13,22 +13,24 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
-from roost.cli.context import Ctx
+from roost.cli.context import Ctx, Remote
 from roost.cli.tui import Dashboard
 from tests.e2e.conftest import FAKES, Node, wait_for
+from tests.e2e.test_hub import Lab, lab  # noqa: F401 (the fixture of a hub and two nodes)
 
 SIZE = (160, 45)
 
 
-def rows(app: Dashboard) -> list[str]:
+def rows(app: App[Any]) -> list[str]:
     """The table as shown: one line per row, its cells' text joined by spaces."""
     table = app.query_one(DataTable)
     return [" ".join(str(cell) for cell in table.get_row_at(i)) for i in range(table.row_count)]
@@ -46,7 +48,7 @@ async def until(
         if value := cond():
             return value
         await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}; rows: {rows(pilot.app)}")  # type: ignore[arg-type]
+    raise AssertionError(f"timed out waiting for {what}; rows: {rows(pilot.app)}")
 
 
 def cli(node: Node, *args: str) -> Awaitable[dict[str, Any]]:
@@ -59,7 +61,7 @@ def dashboard(node: Node, **kw: Any) -> Dashboard:
     return Dashboard(ctx, node.client(), **kw)
 
 
-def run(test: Callable[[], Awaitable[None]]) -> None:
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
     asyncio.run(test())
 
 
@@ -172,14 +174,47 @@ def test_stop_resume_forget_and_attach_keys(node: Node) -> None:
     assert node.record("made")["provider"] == "echo"
 
 
+def test_through_a_hub_every_node_is_shown_and_acted_on(lab: Lab, project: Path) -> None:  # noqa: F811
+    lab.run("spawn", "echo", "--name", "alpha", "--cwd", str(project), node="lab-a")
+
+    async def scenario() -> None:
+        ctx = Ctx(lab.hub.state_dir, json=False, timeout=10.0)
+        ctx.remote = Remote(lab.endpoint, lab.hub_key, str(lab.me))
+        app = Dashboard(ctx, ctx.client())
+        async with app.run_test(size=SIZE) as pilot:
+            alpha = await until(pilot, lambda: row_of(app, "alpha"), "alpha listed")
+            assert alpha.startswith("lab-a ") and "live" in alpha
+            args = ("spawn", "echo", "--name", "beta", "--cwd", str(project))
+            await asyncio.to_thread(lab.run, *args, node="lab-b")
+            beta = await until(pilot, lambda: row_of(app, "beta"), "beta, on the other node")
+            assert beta.startswith("lab-b ")
+            await until(pilot, lambda: "ready" in row_of(app, "beta"), "beta ready")
+            await pilot.press("down", "s")  # the stop goes to beta's node
+            await until(pilot, lambda: "dormant" in row_of(app, "beta"), "beta stopped")
+            assert "live" in row_of(app, "alpha").split()
+
+    run(scenario)
+    assert lab.nodes["lab-b"].record("beta")["state"] == "dormant"
+
+
 def _notified(app: Dashboard, text: str) -> bool:
     return any(text in str(n.message) for n in app._notifications)
 
 
-def test_json_is_refused_with_a_code(node: Node) -> None:
+def test_json_and_no_terminal_are_refused_with_a_code(node: Node) -> None:
     node.up()
     err = node.error("tui")
     assert err["code"] == "bad-request" and "roost ls --json" in err["message"]
+    assert err["detail"] == {"field": "json"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "roost", "tui"],
+        env=node.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 1 and "bad-request: roost tui needs a terminal" in proc.stderr
 
 
 # once in a real terminal
