@@ -123,15 +123,15 @@ class Feed:
             self._switch()
         timeout = POLL_S if not self.preview_due else min(POLL_S, PREVIEW_S / 2)
         batch = Batch()
-        got = self.stream.recv(timeout)
-        while got is not None:
-            self.alive.heard()
-            self._message(got[0], got[1], batch)
-            got = self.stream.recv(0)
         try:
+            got = self.stream.recv(timeout)
+            while got is not None:
+                self.alive.heard()
+                self._message(got[0], got[1], batch)
+                got = self.stream.recv(0)
             self._settle(batch)
-        except RoostError as err:
-            self.alive.lost(err)  # a restart under way: asked again at the next silence
+        except RoostError as err:  # a restart under way: what is dirty is fetched later
+            self.alive.lost(err)
         if self.alive.due():
             self._recheck()
 

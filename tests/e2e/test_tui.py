@@ -56,9 +56,19 @@ def cli(node: Node, *args: str) -> Awaitable[dict[str, Any]]:
     return asyncio.to_thread(node.run, *args)
 
 
-def dashboard(node: Node, **kw: Any) -> Dashboard:
+def dashboard(node: Node, asked: list[str] | None = None, **kw: Any) -> Dashboard:
+    """The dashboard on ``node``; ``asked`` collects the methods its feed calls."""
     ctx = Ctx(node.state_dir, json=False, timeout=10.0)
-    return Dashboard(ctx, node.client(), **kw)
+    client = node.client()
+    if asked is not None:
+        call = client.call
+
+        def counted(method: str, body: dict[str, Any] | None = None, **kw: Any) -> Any:
+            asked.append(method)
+            return call(method, body, **kw)
+
+        client.call = counted  # type: ignore[method-assign]
+    return Dashboard(ctx, client, **kw)
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -69,8 +79,10 @@ def test_the_list_follows_the_node_without_a_key_press_and_filters(node: Node) -
     node.up()
     node.run("spawn", "echo", "--name", "alpha")
 
+    asked: list[str] = []
+
     async def scenario() -> None:
-        app = dashboard(node)
+        app = dashboard(node, asked)
         async with app.run_test(size=SIZE) as pilot:
             alpha = await until(pilot, lambda: row_of(app, "alpha"), "alpha listed")
             assert "echo" in alpha and "pty" in alpha and "live" in alpha
@@ -91,6 +103,8 @@ def test_the_list_follows_the_node_without_a_key_press_and_filters(node: Node) -
             await until(pilot, lambda: len(rows(app)) == 2, "the filter cleared")
 
     run(scenario)
+    assert asked.count("session.list") == 1  # moved by events: the list was read once
+    assert "session.show" in asked  # each change fetched the record it named
 
 
 def test_a_record_that_enters_attention_rings_and_is_marked(
