@@ -23,7 +23,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 from roost.cli.context import Ctx, Remote
-from roost.cli.tui import Dashboard
+from roost.cli.dashboard import Dashboard
 from tests.e2e.conftest import FAKES, Node, wait_for
 from tests.e2e.test_hub import Lab, lab  # noqa: F401 (the fixture of a hub and two nodes)
 
