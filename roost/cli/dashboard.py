@@ -113,6 +113,8 @@ class Dashboard(App[None]):
         self.post_message(FeedMessage(payload))
 
     def on_feed_message(self, message: FeedMessage) -> None:
+        if not self.is_running:  # shutting down: the widgets may be gone already
+            return
         payload = message.payload
         if isinstance(payload, Batch):
             self.apply(payload)
@@ -203,6 +205,7 @@ class Dashboard(App[None]):
             self.call_later(self.redraw)
         entry = self.board.entries.get(key) if key else None
         self.feed.select(key, entry.record["mode"] if entry else "")
+        self.preview_text = ""
         self.query_one("#preview", Static).update("")
         self.title_preview()
 

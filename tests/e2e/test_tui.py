@@ -91,8 +91,11 @@ def test_the_list_follows_the_node_without_a_key_press_and_filters(node: Node) -
             preview = app.query_one("#preview", Static)
             await until(pilot, lambda: "echo-ready>" in app.preview_text, "alpha's screen")
             assert preview is not None
+            await pilot.press("n")  # a dialog on top while the change comes
             await cli(node, "spawn", "echo", "--name", "beta", "--mode", "stream")
-            await until(pilot, lambda: "live" in row_of(app, "beta"), "beta live, unasked")
+            await until(pilot, lambda: _state(app, "beta") == "live", "beta live, unasked")
+            await pilot.press("escape")  # the spawn dialog goes, unused
+            await until(pilot, lambda: "live" in row_of(app, "beta"), "beta shown")
             await cli(node, "stop", "alpha")
             await until(pilot, lambda: "dormant" in row_of(app, "alpha"), "alpha dormant")
             await pilot.press("slash", *"bet")
@@ -209,6 +212,12 @@ def test_through_a_hub_every_node_is_shown_and_acted_on(lab: Lab, project: Path)
 
     run(scenario)
     assert lab.nodes["lab-b"].record("beta")["state"] == "dormant"
+
+
+def _state(app: Dashboard, name: str) -> str:
+    """The state the dashboard holds for the record called ``name`` ("" if none)."""
+    found = [e.state for e in app.board.entries.values() if e.record.get("name") == name]
+    return found[0] if found else ""
 
 
 def _notified(app: Dashboard, text: str) -> bool:
