@@ -159,6 +159,12 @@ def _raw(fd: int | None) -> Iterator[None]:
 @command
 def attach(ctx: Ctx, ref: str, read_only: bool, fit: bool) -> None:
     """Show a live pty session's terminal and type into it; Ctrl-] detaches."""
+    attach_to(ctx, ref, read_only=read_only, fit=fit)
+
+
+def attach_to(ctx: Ctx, ref: str, *, read_only: bool = False, fit: bool = False) -> None:
+    """The whole of ``roost attach``, until the user detaches or the session ends; ``roost tui``
+    calls it with the terminal handed over (App.suspend) and takes the terminal back after."""
     with ctx.client() as client:
         record = client.call("session.show", {"id": ref})["record"]
         if record["mode"] != "pty":

@@ -33,8 +33,10 @@ class Liveness:
         client: Client,
         retry_for: float = RETRY_FOR_S,
         clock: Callable[[], float] = time.monotonic,
+        note: Callable[[str], None] | None = None,
     ) -> None:
         self.client, self.retry_for, self._clock = client, retry_for, clock
+        self.note = note or _stderr  # a full-screen client (roost tui) shows it its own way
         self.incarnation = client.info.get("incarnation")
         self.endpoint = client.events_endpoint
         self.heard_at = clock()
@@ -72,7 +74,7 @@ class Liveness:
         self.heard_at = now  # the next question after CHECK_S
         if self.lost_at is None:
             self.lost_at = now
-            click.echo(f"note: no answer ({err.code}); trying again every {CHECK_S:g} s", err=True)
+            self.note(f"note: no answer ({err.code}); trying again every {CHECK_S:g} s")
         elif now - self.lost_at >= self.retry_for:
             raise RoostError(
                 "unavailable",
@@ -85,4 +87,8 @@ class Liveness:
         self.heard()
         if self.lost_at is not None:
             self.lost_at = None
-            click.echo("note: answered again; reading what was missed", err=True)
+            self.note("note: answered again; reading what was missed")
+
+
+def _stderr(text: str) -> None:
+    click.echo(text, err=True)

@@ -12,6 +12,7 @@ from roost.cli.events import events, workspace
 from roost.cli.hub import hub as hub_group
 from roost.cli.keys import keys
 from roost.cli.node import node
+from roost.cli.tui import tui
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -49,6 +50,7 @@ cli.add_command(workspace)
 cli.add_command(keys)
 cli.add_command(attach)
 cli.add_command(hub_group)
+cli.add_command(tui)
 for cmd in (*sessions.COMMANDS, *control.COMMANDS):
     cli.add_command(cmd)
 

@@ -1,0 +1,52 @@
+"""``roost tui``: a full-screen dashboard of every record, driven by the node's events.
+
+The list is read once; from then on events move it (``roost.cli.feed``), never a poll. The
+selected record's screen is previewed beside the list, live. A record that newly needs attention
+rings the terminal bell, pops a notice and is marked ``!`` until the user moves onto it. Keys:
+
+    enter, a   attach (the terminal is handed to ``roost attach``; its detach key comes back)
+    n          spawn a session          p   type a prompt into the selected session
+    s          stop                     r   resume
+    f          forget (asks first)      /   filter (words that must all match); escape clears
+    q          quit
+
+Pointed at a hub (``--hub``) it shows every linked node's records with a NODE column and sends
+each action to the record's node. It is for a terminal: ``--json`` is refused (``bad-request``;
+``roost ls --json`` prints the list as JSON). The app itself is ``roost.cli.dashboard``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from roost.broker.errors import RoostError
+from roost.cli.context import Ctx, command
+
+
+@click.command()
+@command
+def tui(ctx: Ctx) -> None:
+    """A full-screen dashboard of every record (every node's through --hub), moved by events.
+
+    Keys: enter/a attach (Ctrl-] comes back), n spawn, p prompt, s stop, r resume, f forget,
+    / filter (escape clears), q quit. A record that newly needs attention rings the bell and is
+    marked '!'. --json is refused (bad-request): `roost ls --json` prints the list as JSON.
+    """
+    if ctx.json:
+        raise RoostError(
+            "bad-request",
+            "roost tui is a full-screen dashboard; `roost ls --json` prints the list as JSON",
+            {"field": "json"},
+        )
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise RoostError(
+            "bad-request",
+            "roost tui needs a terminal; `roost ls` prints the list",
+            {"field": "tty"},
+        )
+    client = ctx.client()  # a node that is not running is said now, not on a blank screen
+    from roost.cli.dashboard import Dashboard  # Textual is loaded for this command only
+
+    Dashboard(ctx, client).run()
