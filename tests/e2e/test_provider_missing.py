@@ -50,9 +50,7 @@ def test_a_binary_named_by_the_variable_must_exist(bare: Node, project: Path) ->
     assert "ROOST_CODEX_BIN" in err["message"] and "@openai/codex" in err["message"]
 
 
-def test_a_cli_gone_since_is_refused_at_resume(
-    bare: Node, tmp_path: Path, project: Path
-) -> None:
+def test_a_cli_gone_since_is_refused_at_resume(bare: Node, tmp_path: Path, project: Path) -> None:
     copy = tmp_path / "claude-copy"
     shutil.copy(FAKES / "claude", copy)
     env = ["--env", f"ROOST_CLAUDE_BIN={copy}", "--env", f"CLAUDE_CONFIG_DIR={tmp_path / 'c'}"]

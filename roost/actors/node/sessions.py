@@ -104,7 +104,9 @@ class Sessions:
 
     # -- launching -----------------------------------------------------------------------------
 
-    async def plan(self, record: Record, env: dict[str, str], *, resume: str | None) -> dict[str, Any]:
+    async def plan(
+        self, record: Record, env: dict[str, str], *, resume: str | None
+    ) -> dict[str, Any]:
         """The adapter's launch plan (argv, env, identity); it refuses ``provider-missing`` when
         the CLI's program is not there. A spawn asks before its record exists, so a refusal
         leaves nothing behind (no record to hold the name)."""
@@ -196,7 +198,11 @@ class Sessions:
         # a screen classified while starting (a trust dialog, a login) decides where it lands
         current, _ = await self.find(record.id)
         landing = r.ATTENTION if current.activity == "attention" else r.LIVE
-        return await self.set_state(current, landing, expect=(r.STARTING,), active=active)
+        # what is known now: the agent runs, its screen not read yet (a pty's activity says so)
+        seen = current.activity or ("starting" if record.mode == "pty" else None)
+        return await self.set_state(
+            current, landing, expect=(r.STARTING,), active=active, activity=seen
+        )
 
     async def _failed(self, record: Record, error: dict[str, Any], *, fresh: bool) -> None:
         """A launch that failed: the record is ``failed`` with the error. A fresh spawn's record
