@@ -60,3 +60,22 @@ def test_a_cli_gone_since_is_refused_at_resume(bare: Node, tmp_path: Path, proje
     err = bare.error("resume", rid)
     assert err["code"] == "provider-missing" and str(copy) in err["message"]
     assert bare.record(rid)["state"] == "dormant"  # resumable once the CLI is back
+
+
+def test_a_spawn_that_fails_to_launch_gives_its_name_up(
+    bare: Node, tmp_path: Path, project: Path
+) -> None:
+    """A program that is there but cannot run (no valid executable format): ``launch-failed``,
+    and the failed record keeps no name a retry would collide with."""
+    broken = tmp_path / "broken-claude"
+    broken.write_bytes(b"\x00\x01 not a program")
+    broken.chmod(0o755)
+    args = ("spawn", "claude", "--name", "cc", "--cwd", str(project))
+    err = bare.error(*args, "--env", f"ROOST_CLAUDE_BIN={broken}")
+    assert err["code"] == "launch-failed", err
+    (failed,) = bare.run("ls")["records"]
+    assert failed["state"] == "failed" and failed["name"] is None
+    assert failed["last_exit"]["name"] == "cc"
+    assert (
+        bare.run("spawn", "echo", "--name", "cc", "--cwd", str(project))["record"]["name"] == "cc"
+    )
