@@ -23,7 +23,8 @@ from roost.actors.runtime.process import (
     setup_logging,
     watch_lifeline,
 )
-from roost.adapters.base import Adapter, LaunchContext, SessionView
+from roost.adapters.base import Adapter, Launch, LaunchContext, SessionView
+from roost.adapters.binary import find_program, missing
 from roost.adapters.evidence import Evidence
 from roost.adapters.registry import adapters
 from roost.broker import fields as f
@@ -63,6 +64,7 @@ class AdapterActor:
         ctx = self._context(body)
         resume = f.opt_str(body, "resume", max_len=256)
         launch = self.adapter.resume(resume, ctx) if resume else self.adapter.fresh(ctx)
+        self._check_program(launch, ctx)
         return {
             **launch.to_wire(),
             "submit": self.adapter.submit,
@@ -70,6 +72,15 @@ class AdapterActor:
             "turn_silence_s": self.adapter.turn_silence_s,
             "turn_deadline_s": self.adapter.turn_deadline_s,
         }
+
+    def _check_program(self, launch: Launch, ctx: LaunchContext) -> None:
+        """``provider-missing`` unless the launch's program is there: in the agent's environment
+        (this host's is the node's, the base of every agent's), from the record's cwd."""
+        env = {**os.environ, **ctx.env, **launch.env}
+        program = launch.argv[0]
+        if find_program(program, env, ctx.cwd) is None:
+            a = self.adapter
+            raise missing(a.provider, program, a.bin_env, a.install)
 
     @staticmethod
     def _evidence(body: dict[str, Any], key: str = "evidence") -> Evidence | None:

@@ -152,6 +152,10 @@ class Adapter(ABC):
     # "Reconnecting..." forever, so only a wall-clock deadline ends it).
     turn_silence_s: float | None = None
     turn_deadline_s: float | None = None
+    # The CLI's program is looked up at spawn and resume (``binary``): the variable that names
+    # another binary, and how to install it, go into the ``provider-missing`` error.
+    bin_env: str | None = None
+    install: str = ""
 
     @abstractmethod
     def fresh(self, ctx: LaunchContext) -> Launch:

@@ -113,6 +113,8 @@ def is_session_id(value: str) -> bool:
 
 class ClaudeAdapter(Adapter):
     provider = "claude"
+    bin_env = BIN_ENV
+    install = "npm install -g @anthropic-ai/claude-code"
 
     @staticmethod
     def _bin(ctx: LaunchContext) -> str:

@@ -120,6 +120,8 @@ def _seconds(environ: Mapping[str, str], name: str, default: float) -> float | N
 
 class CodexAdapter(Adapter):
     provider = "codex"
+    bin_env = "ROOST_CODEX_BIN"
+    install = "npm install -g @openai/codex"
     # The TUI reads text and an Enter arriving together as a paste, so the Enter only adds a line
     # to the composer (seen with codex 0.171.0 in a PTY): submit apart, after a pause.
     submit_delay_s = 0.3

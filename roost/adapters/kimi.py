@@ -84,6 +84,8 @@ ERRORS = (
 
 class KimiAdapter(Adapter):
     provider = "kimi"
+    bin_env = "ROOST_KIMI_BIN"
+    install = "npm install -g @moonshot-ai/kimi-code (needs Node.js 22.19 or later)"
     # Like codex: text and Enter arriving in one read are a paste, and the Enter only adds an
     # empty line to the composer (kimi 2.1.0 in a PTY; issue 9 finding 12). Submit apart.
     submit_delay_s = 0.3

@@ -33,6 +33,8 @@ CODES: dict[str, str] = {
     "unknown-provider": "no adapter for that provider",
     "bad-cwd": "the working directory does not exist or is not a directory",
     "launch-failed": "the agent program could not be started",
+    "provider-missing": "the provider's CLI is not installed, or its ROOST_*_BIN names nothing",
+    "needs-attention": "the session waits for a human (login, trust, ...): never on the wire",
     "node-running": "a node already serves this state directory",
     "node-not-running": "no node serves this state directory",
     "busy": "the node is accepting or cleaning up a turn; try again",

@@ -78,6 +78,7 @@ EVENT_KINDS: dict[str, str] = {
     "node.started": "a node incarnation began serving",
     "node.stopping": "the node daemon is shutting down",
     "workspace.added": "a workspace was registered",
+    "workspace.renamed": "a registered workspace was given another name",
     "record.created": "a record was created by spawn",
     "record.state": "a record changed state",
     "record.renamed": "a record's display name changed",

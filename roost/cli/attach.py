@@ -10,8 +10,12 @@ typed, like any input) unless ``--read-only``, the connection's role is ``observ
 a terminal, or ``--json`` is given. ``Ctrl-]`` detaches; the session runs on. After a few seconds
 of silence it asks whether the node (or hub) is still there (``roost.cli.liveness``): after a
 restart it subscribes again and redraws, a session that ended meanwhile ends the view, and a node
-gone for two minutes ends it with ``unavailable``. ``--resize`` makes
-the session's terminal the size of yours, and follows yours when it changes.
+gone for two minutes ends it with ``unavailable``.
+
+As tmux does, the session takes the size of the terminal attached last (and follows it when it
+changes), so a full-screen TUI is drawn for the window it is seen in; a view that cannot type
+(``--read-only``, an observer) never resizes, and ``--no-resize`` keeps the session's size. The view
+runs on the terminal's alternate screen, so detaching gives the user's own screen back as it was.
 
 With ``--json`` it prints JSON Lines: the screen first (``{"screen", "cursor", "offset", ...}``),
 then ``{"offset", "data"}`` for each piece of output (``data`` as UTF-8 text, invalid bytes
@@ -23,9 +27,11 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
+import select
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +49,15 @@ DETACH = b"\x1d"  # Ctrl-]
 INTERRUPT = b"\x03"  # Ctrl-C, in raw mode a byte like any other; detaches a read-only view
 ENDED = ("dormant", "failed")
 POLL_MS = 250
+# The alternate screen on attach; on detach, the modes a TUI may have left on reset, then the
+# user's own screen back (1049 also restores the cursor).
+ENTER_SCREEN = b"\x1b[?1049h"
+LEAVE_SCREEN = (
+    b"\x1b[0m\x1b[?25h\x1b[?1l\x1b>\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l"
+    b"\x1b[?1049l"
+)
+# Typed keys are sent in bursts (``burst``): a paste, key repeat or fast typing is one event.
+BURST_IDLE_S, BURST_MAX_S, BURST_BYTES = 0.05, 0.25, 65536
 
 
 @dataclass
@@ -131,9 +146,14 @@ class Attachment:
             self.call("session.input", {"id": self.rid, "text": text}, grant=self.grant)
 
     def fit(self) -> None:
-        """Make the session's terminal the size of this one."""
+        """Make the session's terminal the size of this one; a refusal (another client's claim)
+        is said once per change and the view goes on at the session's size."""
         cols, rows = shutil.get_terminal_size()
-        self.call("session.resize", {"id": self.rid, "rows": rows, "cols": cols}, grant=self.grant)
+        body = {"id": self.rid, "rows": rows, "cols": cols}
+        try:
+            self.call("session.resize", body, grant=self.grant)
+        except RoostError as err:
+            _status(self, f"not resized to {rows}x{cols}: {err.code}: {err.message}")
 
 
 @contextlib.contextmanager
@@ -152,17 +172,40 @@ def _raw(fd: int | None) -> Iterator[None]:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
+@contextlib.contextmanager
+def _alternate(view: Attachment, on: bool) -> Iterator[None]:
+    """The view on the terminal's alternate screen; the user's own screen back however it ends."""
+    if on:
+        view.write(ENTER_SCREEN)
+    try:
+        yield
+    finally:
+        if on:
+            view.write(LEAVE_SCREEN)
+
+
 @click.command()
 @click.argument("ref", metavar="ID")
 @click.option("--read-only", is_flag=True, help="watch only: keys are not sent")
-@click.option("--resize", "fit", is_flag=True, help="size the session's terminal to this one")
+@click.option(
+    "--resize/--no-resize",
+    "fit",
+    default=True,
+    show_default=True,
+    help="size the session's terminal to this one and follow it (the last attached wins)",
+)
 @command
 def attach(ctx: Ctx, ref: str, read_only: bool, fit: bool) -> None:
-    """Show a live pty session's terminal and type into it; Ctrl-] detaches."""
+    """Show a live pty session's terminal and type into it; Ctrl-] detaches.
+
+    As in tmux, the session takes the size of the terminal attached (or resized) last, so a
+    full-screen TUI fits the window it is seen in; --no-resize keeps the session's size, and a
+    read-only view never resizes. The view uses the alternate screen: on detach your terminal is
+    as it was before."""
     attach_to(ctx, ref, read_only=read_only, fit=fit)
 
 
-def attach_to(ctx: Ctx, ref: str, *, read_only: bool = False, fit: bool = False) -> None:
+def attach_to(ctx: Ctx, ref: str, *, read_only: bool = False, fit: bool = True) -> None:
     """The whole of ``roost attach``, until the user detaches or the session ends; ``roost tui``
     calls it with the terminal handed over (App.suspend) and takes the terminal back after."""
     with ctx.client() as client:
@@ -209,7 +252,8 @@ def _run(view: Attachment, streams: list[EventStream], fit: bool) -> None:
     if stdin is not None:
         poller.register(stdin, zmq.POLLIN)
     ended = ""
-    with _raw(stdin):
+    screen = not view.as_json and view.out.isatty()
+    with _raw(stdin), _alternate(view, screen):
         _status(view, _greeting(view))
         view.draw(first=True)
         try:
@@ -248,7 +292,7 @@ def _loop(
                 if DETACH in data or INTERRUPT in data:
                     return ""
                 continue
-            keys, detach, _ = data.partition(DETACH)
+            keys, detach, _ = burst(stdin, data).partition(DETACH)
             _type(view, keys)
             if detach:
                 return ""
@@ -263,6 +307,28 @@ def _loop(
                 view.output(body)
             elif (body.get("data") or {}).get("to") in ENDED:
                 return str(body["data"]["to"])
+
+
+def burst(fd: int, first: bytes) -> bytes:
+    """``first`` and the keys that follow it closely: one ``session.input`` event per burst, not
+    one per key. A burst ends after ``BURST_IDLE_S`` without a key, ``BURST_MAX_S`` after it
+    began, at ``BURST_BYTES``, or at a key that is not text (Enter, Escape, arrows, Ctrl-...),
+    which goes at once so the session answers it without a wait."""
+    data = bytearray(first)
+    deadline = time.monotonic() + BURST_MAX_S
+    while len(data) < BURST_BYTES and not _ends_burst(data):
+        wait = min(BURST_IDLE_S, deadline - time.monotonic())
+        if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+            break
+        more = os.read(fd, BURST_BYTES - len(data))
+        if not more:
+            break
+        data += more
+    return bytes(data)
+
+
+def _ends_burst(data: bytes | bytearray) -> bool:
+    return any(b < 0x20 or b == 0x7F for b in data)
 
 
 def _recheck(view: Attachment, streams: list[EventStream], poller: zmq.Poller) -> str:

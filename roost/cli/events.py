@@ -167,8 +167,15 @@ def workspace() -> None:
 @click.option("--name", help="a short name to use with spawn --cwd")
 @command
 def workspace_add(ctx: Ctx, path: str, name: str | None) -> None:
+    """Register PATH; a registered PATH given another --name is renamed."""
     doc = ctx.call("workspace.add", {"path": path, "name": name})
-    emit_json(doc) if ctx.json else console.print(f"workspace {doc['workspace']['id']}: {path}")
+    if ctx.json:
+        emit_json(doc)
+        return
+    ws = doc["workspace"]
+    named = f" ({ws['name']})" if ws.get("name") else ""
+    how = "added" if doc.get("created") else "renamed" if doc.get("renamed") else "already added"
+    console.print(f"workspace {ws['id']}{named}: {ws['path']}, {how}", markup=False)
 
 
 @workspace.command("ls")

@@ -12,6 +12,7 @@ import click
 from roost.broker.errors import RoostError
 from roost.cli.context import Ctx, command
 from roost.cli.output import console, emit_json, record_lines, records_table
+from roost.cli.readiness import READY_TIMEOUT_S, wait_ready
 
 SIZE_RE = re.compile(r"^(\d+)x(\d+)$")
 
@@ -44,11 +45,45 @@ def _record_out(ctx: Ctx, doc: dict[str, Any], verb: str = "") -> None:
     rec = doc["record"]
     if verb:
         console.print(
-            f"{verb} {rec['id']} ({rec.get('name') or 'unnamed'}): {rec['state']}, "
+            f"{verb} {rec['id']} ({rec.get('name') or 'unnamed'}): {_known(rec)}, "
             f"generation {rec['generation']}"
         )
     else:
         console.print("\n".join(record_lines(rec)))
+
+
+def _known(rec: dict[str, Any]) -> str:
+    """What is known of a record just launched: a pty agent whose screen has not been read yet
+    is ``starting`` (it may show a prompt, ask for a login or exit a moment later)."""
+    if rec["state"] == "live" and rec.get("activity") == "starting":
+        return "starting (the agent runs; its screen is not read yet: --wait-ready waits)"
+    if rec["state"] == "attention" and rec.get("attention"):
+        return f"attention ({rec['attention']})"
+    return str(rec["state"])
+
+
+def _launched(ctx: Ctx, method: str, body: dict[str, Any], verb: str, ready: float | None) -> None:
+    """Spawn or resume; with ``ready`` (--wait-ready) also wait for ready, attention or exit."""
+    with ctx.client() as client:
+        doc = client.call(method, body, timeout=60.0, op=ctx.op, grant=ctx.grant)
+        if ready is not None:
+            doc = {**doc, "record": wait_ready(client, doc["record"], ready), "ready": True}
+    _record_out(ctx, doc, verb)
+
+
+WAIT_READY = click.option(
+    "--wait-ready",
+    "wait_ready_",
+    is_flag=True,
+    help="wait until the session is ready for input; exit 1 if it needs a human or ends first",
+)
+READY_TIMEOUT = click.option(
+    "--ready-timeout",
+    type=float,
+    default=READY_TIMEOUT_S,
+    show_default=True,
+    help="--wait-ready: seconds to wait before giving up (timeout)",
+)
 
 
 @click.command()
@@ -58,6 +93,8 @@ def _record_out(ctx: Ctx, doc: dict[str, Any], verb: str = "") -> None:
 @click.option("--env", "env", multiple=True, help="KEY=VALUE passed to the agent (repeatable)")
 @click.option("--size", help="terminal size ROWSxCOLS (default 40x120)")
 @click.option("--mode", type=click.Choice(["pty", "stream"]), default="pty")
+@WAIT_READY
+@READY_TIMEOUT
 @command
 def spawn(
     ctx: Ctx,
@@ -67,8 +104,13 @@ def spawn(
     env: tuple[str, ...],
     size: str | None,
     mode: str,
+    wait_ready_: bool,
+    ready_timeout: float,
 ) -> None:
-    """Start a live session of PROVIDER (echo, claude, codex, kimi)."""
+    """Start a live session of PROVIDER (echo, claude, codex, kimi).
+
+    It answers once the agent runs, before its screen is read (`starting`); --wait-ready waits
+    until it is ready for input, and fails (exit 1) if it needs a human or ends first."""
     cwd = cwd_ or os.getcwd()
     if cwd_ and os.path.isdir(cwd_):
         cwd = os.path.abspath(cwd_)
@@ -80,7 +122,7 @@ def spawn(
         "mode": mode,
         **_size(size),
     }
-    _record_out(ctx, ctx.call("session.spawn", body, timeout=60.0), "spawned")
+    _launched(ctx, "session.spawn", body, "spawned", ready_timeout if wait_ready_ else None)
 
 
 @click.command("ls")
@@ -185,10 +227,14 @@ def stop(ctx: Ctx, ref: str, grace_ms: int) -> None:
 
 @click.command()
 @click.argument("ref", metavar="ID")
+@WAIT_READY
+@READY_TIMEOUT
 @command
-def resume(ctx: Ctx, ref: str) -> None:
-    """Cold-resume a dormant record by its provider session id (a new generation)."""
-    _record_out(ctx, ctx.call("session.resume", {"id": ref}, timeout=60.0), "resumed")
+def resume(ctx: Ctx, ref: str, wait_ready_: bool, ready_timeout: float) -> None:
+    """Cold-resume a dormant record by its provider session id (a new generation); with
+    --wait-ready, wait as for spawn."""
+    ready = ready_timeout if wait_ready_ else None
+    _launched(ctx, "session.resume", {"id": ref}, "resumed", ready)
 
 
 @click.command()

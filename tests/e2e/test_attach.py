@@ -7,16 +7,19 @@ writes is collected by a reader thread and searched for the session's output.
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 from ptyprocess import PtyProcess
 
-from tests.e2e.conftest import JsonLines, Node, wait_for
+from tests.e2e.conftest import FAKES, JsonLines, Node, wait_for
 
 DETACH = b"\x1d"
 
@@ -24,11 +27,17 @@ DETACH = b"\x1d"
 class Terminal:
     """``roost attach ARGS`` in a PTY; ``seen`` holds everything it has written."""
 
-    def __init__(self, node: Node, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        node: Node,
+        *args: str,
+        env: dict[str, str] | None = None,
+        dimensions: tuple[int, int] = (30, 100),
+    ) -> None:
         self.proc = PtyProcess.spawn(
             [sys.executable, "-m", "roost", "attach", *args],
             env=env or node.env,
-            dimensions=(30, 100),
+            dimensions=dimensions,
         )
         self.seen = bytearray()
         self._lock = threading.Lock()
@@ -47,6 +56,10 @@ class Terminal:
     def text(self) -> str:
         with self._lock:
             return self.seen.decode("utf-8", "replace")
+
+    def raw(self) -> bytes:
+        with self._lock:
+            return bytes(self.seen)
 
     def wait_text(self, text: str, timeout: float = 15.0) -> str:
         return wait_for(lambda: self.text() if text in self.text() else None, timeout, repr(text))
@@ -87,13 +100,18 @@ def _spawn(node: Node, project: Path, name: str) -> str:
     return rid
 
 
+def _inputs(node: Node, rid: str) -> list[dict[str, Any]]:
+    return [e for e in node.events() if e["kind"] == "session.input" and e["record"] == rid]
+
+
 def _typed(node: Node, rid: str) -> str:
     """Everything typed into the record, from its session.input events, joined."""
-    return "".join(
-        e["data"].get("text", "")
-        for e in node.events()
-        if e["kind"] == "session.input" and e["record"] == rid
-    )
+    return "".join(e["data"].get("text", "") for e in _inputs(node, rid))
+
+
+def _size(node: Node, rid: str) -> tuple[int, int]:
+    rec = node.record(rid)
+    return int(rec["rows"]), int(rec["cols"])
 
 
 def test_attach_draws_follows_types_and_detaches(
@@ -199,3 +217,84 @@ def test_attach_refusals(up: Node, project: Path) -> None:
     rid = _spawn(up, project, "gone")
     up.run("stop", rid)
     assert up.error("attach", rid)["code"] == "session-not-live"
+
+
+def test_attach_fits_the_session_to_its_window_and_gives_the_screen_back(
+    up: Node, project: Path, terminals: list[Terminal]
+) -> None:
+    """Issue 11, rough edge 4: without --resize a full-screen TUI was drawn for another size,
+    and detaching left its text on the user's terminal with the prompt drawn over it."""
+    rid = _spawn(up, project, "fit")
+    assert _size(up, rid) == (40, 120)
+    term = Terminal(up, rid, dimensions=(20, 70))
+    terminals.append(term)
+    term.wait_text("echo-ready>")
+    wait_for(lambda: _size(up, rid) == (20, 70), 10, "the session at the window's size")
+    term.proc.setwinsize(25, 80)  # the window changes: the session follows
+    wait_for(lambda: _size(up, rid) == (25, 80), 10, "the session to follow the window")
+    term.type(DETACH)
+    assert term.wait_exit() == 0
+    seen = term.raw()
+    enter, leave = seen.index(b"\x1b[?1049h"), seen.rindex(b"\x1b[?1049l")
+    assert enter < seen.index(b"echo-ready>") < leave < seen.index(b"detached from")
+
+    kept = Terminal(up, "--no-resize", rid, dimensions=(15, 50))  # opting out
+    terminals.append(kept)
+    kept.wait_text("echo-ready>")
+    kept.type(DETACH)
+    assert kept.wait_exit() == 0
+    assert _size(up, rid) == (25, 80)
+
+
+def test_typed_keys_go_as_one_event_per_burst(
+    up: Node, project: Path, terminals: list[Terminal]
+) -> None:
+    """Issue 11, rough edge 8: every key typed became its own durable event."""
+    rid = _spawn(up, project, "burst")
+    term = Terminal(up, rid)
+    terminals.append(term)
+    term.wait_text("Ctrl-] detaches")
+    term.wait_text("echo-ready>")
+    for key in b"hello world\r":
+        term.type(bytes([key]))
+        time.sleep(0.01)  # a fast typist's pace (not a synchronisation)
+    up.wait_screen(rid, "echo: hello world")
+    typed = _inputs(up, rid)
+    assert "".join(e["data"]["text"] for e in typed) == "hello world\r"
+    assert len(typed) <= 2, [e["data"] for e in typed]
+    term.type(DETACH)
+    assert term.wait_exit() == 0
+
+
+def test_a_secret_typed_into_a_login_screen_is_logged_as_its_length_only(
+    up: Node, project: Path, tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """Issue 11, rough edge 8: a token pasted into a login screen stayed in state.db and in
+    `roost events`. While the screen is classified login (or api-key) only its length is kept."""
+    env = [f"ROOST_CLAUDE_BIN={FAKES / 'claude'}", f"CLAUDE_CONFIG_DIR={tmp_path / 'c'}"]
+    pairs = [a for pair in [*env, "FAKE_CLAUDE_SCREEN=login"] for a in ("--env", pair)]
+    rid = up.run("spawn", "claude", "--cwd", str(project), *pairs)["record"]["id"]
+    assert up.wait_state(rid, "attention")["attention"] == "login"
+    secret = "sk-ant-secretTOKENxyz"  # no digit, no Enter: the fake's dialog ignores it
+    term = Terminal(up, rid)
+    terminals.append(term)
+    term.wait_text("Select login method")
+    term.type(secret.encode())
+    typed = wait_for(lambda: _inputs(up, rid), 10, "the input's event")
+    assert [e["data"] for e in typed] == [
+        {"input": "input", "length": len(secret), "withheld": "login"}
+    ]
+    up.run("send", rid, secret)  # a paste through `roost send` too
+    term.type(DETACH)
+    assert term.wait_exit() == 0
+    events = subprocess.run(
+        [sys.executable, "-m", "roost", "events", "--json"],
+        env=up.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    assert '"withheld": "login"' in events and secret not in events
+    for db in up.state_dir.glob("state.db*"):
+        assert secret.encode() not in db.read_bytes(), db.name

@@ -142,7 +142,10 @@ def test_spawn_refuses_bad_input_clearly(
     with node.client() as client:
         with pytest.raises(RoostError) as relative:
             client.call("workspace.add", {"path": "not/absolute"})
-        assert (relative.value.code, relative.value.detail) == ("bad-cwd", {"field": "path"})
+        assert (relative.value.code, relative.value.detail) == (
+            "bad-cwd",
+            {"field": "path", "value": "not/absolute"},  # the value named (issue 11, edge 9)
+        )
     assert node.error("spawn", "echo", "--size", "big")["code"] == "bad-request"
     assert node.error("spawn", "echo", "--env", "NOEQUALS")["code"] == "bad-request"
     node.run("spawn", "echo", "--name", "twin")

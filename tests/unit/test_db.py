@@ -257,14 +257,33 @@ def test_list_orders_by_creation_and_delete(conn: sqlite3.Connection) -> None:
 
 def test_workspace_add_is_idempotent_by_path(conn: sqlite3.Connection) -> None:
     ws, created = db.add_workspace(conn, "/src/app", "app")
-    again, created_again = db.add_workspace(conn, "/src/app", "other")
-    assert (created, created_again) == (True, False)
-    assert again["id"] == ws["id"]
+    again, created_again = db.add_workspace(conn, "/src/app", None)
+    same, unchanged = db.add_workspace(conn, "/src/app", "app")
+    assert (created, created_again, unchanged) == ("added", None, None)
+    assert again == ws == same
     assert db.find_workspace(conn, "app") == again
     assert db.find_workspace(conn, "/src/app") == again
     assert db.find_workspace(conn, ws["id"]) == again
     assert db.find_workspace(conn, "nope") is None
     assert db.list_workspaces(conn) == [again]
+
+
+def test_a_registered_path_added_with_another_name_is_renamed(conn: sqlite3.Connection) -> None:
+    """Issue 11, rough edge 9: the name was ignored (exit 0, nothing changed)."""
+    ws, _ = db.add_workspace(conn, "/src/app", "app")
+    renamed, change = db.add_workspace(conn, "/src/app", "webws")
+    assert change == "renamed" and renamed == {**ws, "name": "webws"}
+    assert db.find_workspace(conn, "webws") == renamed and db.find_workspace(conn, "app") is None
+
+
+def test_a_workspace_name_is_unique(conn: sqlite3.Connection) -> None:
+    ws, _ = db.add_workspace(conn, "/src/app", "app")
+    other, _ = db.add_workspace(conn, "/src/lib", None)
+    for path in ("/src/lib", "/src/new"):
+        with pytest.raises(RoostError) as err:
+            db.add_workspace(conn, path, "app")
+        assert err.value.code == "name-taken" and err.value.detail["workspace"] == ws["id"]
+    assert db.list_workspaces(conn) == [ws, other]
 
 
 # -- events --------------------------------------------------------------------------------------

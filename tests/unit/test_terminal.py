@@ -54,6 +54,38 @@ def test_resize_changes_the_screen() -> None:
     assert term.text() == "x" * 25
 
 
+def test_shrinking_keeps_the_rows_from_the_top_while_the_cursor_fits() -> None:
+    """Issue 11, rough edge 6: pyte cut rows from the top, so a screen with its text at the top
+    went blank and the cursor stayed where no row was left."""
+    term = Terminal(rows=40, cols=120)
+    term.feed(b"banner\r\necho-ready> hi\r\necho: hi\r\necho-ready> ")
+    term.text()  # read, as the classifier does (pyte then holds every row)
+    term.resize(10, 40)
+    assert term.text() == "banner\necho-ready> hi\necho: hi\necho-ready>"
+    assert term.cursor() == {"row": 3, "col": 12}
+    term.feed(b"next")
+    assert term.text().splitlines()[-1] == "echo-ready> next"
+
+
+def test_shrinking_below_the_cursor_keeps_the_rows_above_it() -> None:
+    term = Terminal(rows=8, cols=20)
+    term.feed(b"\r\n".join(f"line{i}".encode() for i in range(6)))  # cursor on row 5
+    term.resize(3, 20)
+    assert term.text() == "line3\nline4\nline5"
+    assert term.cursor() == {"row": 2, "col": 5}
+    term.feed(b"!\r\nafter")  # the terminal scrolls on from there, as a real one does
+    assert term.text() == "line4\nline5!\nafter"
+
+
+def test_narrowing_keeps_the_cursor_on_the_screen() -> None:
+    term = Terminal(rows=4, cols=30)
+    term.feed(b"a" * 25)
+    term.resize(4, 10)
+    assert term.text() == "a" * 10 and term.cursor() == {"row": 0, "col": 9}
+    term.resize(6, 10)  # growing adds blank rows below
+    assert term.text() == "a" * 10 and (term.screen.lines, term.screen.columns) == (6, 10)
+
+
 def _data(transcript: Transcript, offset: int, limit: int) -> object:
     return transcript.read(offset, limit)["data"]
 

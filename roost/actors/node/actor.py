@@ -18,6 +18,7 @@ import structlog
 from roost.actors.node.control import Control
 from roost.actors.node.reports import Reports
 from roost.actors.node.sessions import Sessions
+from roost.actors.node.workspaces import unknown_cwd
 from roost.actors.runtime.peer import Handler, Peer
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
@@ -192,7 +193,12 @@ class NodeActor:
         if found.get("workspace"):
             ws = found["workspace"]
             return _existing_dir(ws["path"]), ws["id"]
-        added = await self.peer.call("state", "state.workspace.add", {"path": _existing_dir(ref)})
+        try:
+            path = _existing_dir(ref)
+        except RoostError as err:  # say what was asked for, and what could have been meant
+            listing = await self.peer.call("state", "state.workspace.list", {})
+            raise unknown_cwd(ref, listing["workspaces"]) from err
+        added = await self.peer.call("state", "state.workspace.add", {"path": path})
         return added["workspace"]["path"], added["workspace"]["id"]
 
     # -- records -------------------------------------------------------------------------------
@@ -232,12 +238,13 @@ class NodeActor:
             "generation": 0,
             "data": {"name": record.name, "provider": provider, "mode": mode},
         }
+        plan = await self.sessions.plan(record, env, resume=None)  # before the record exists
         row = record.to_wire()
         row["env"] = env
         row.pop("size")
         await self.peer.call("state", "state.record.create", {"record": row, "events": [created]})
         async with self.sessions.locks[record.id]:
-            live = await self.sessions.launch(record, env, resume=None)
+            live = await self.sessions.launch(record, env, resume=None, plan=plan)
         return {"record": live.to_wire()}
 
     async def list(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
@@ -387,7 +394,7 @@ def _existing_dir(path: str, field: str = "cwd") -> str:
     if not resolved.is_absolute() or not resolved.is_dir():
         raise RoostError(
             "bad-cwd",
-            "the working directory must be an existing absolute directory",
-            {"field": field},
+            f"{path[:256]!r} is not an existing absolute directory",
+            {"field": field, "value": path[:4096]},
         )
     return str(resolved.resolve())

@@ -104,24 +104,35 @@ class Sessions:
 
     # -- launching -----------------------------------------------------------------------------
 
-    async def launch(self, record: Record, env: dict[str, str], *, resume: str | None) -> Record:
+    async def plan(
+        self, record: Record, env: dict[str, str], *, resume: str | None
+    ) -> dict[str, Any]:
+        """The adapter's launch plan (argv, env, identity); it refuses ``provider-missing`` when
+        the CLI's program is not there. A spawn asks before its record exists, so a refusal
+        leaves nothing behind (no record to hold the name)."""
+        return await self.peer.call(
+            f"adapter/{record.provider}",
+            "adapter.launch",
+            {
+                "mode": record.mode,
+                "cwd": record.cwd,
+                "env": env,
+                "resume": resume,
+                "data_dir": str(self.state_dir / "providers" / record.provider),
+            },
+        )
+
+    async def launch(
+        self,
+        record: Record,
+        env: dict[str, str],
+        *,
+        resume: str | None,
+        plan: dict[str, Any] | None = None,
+    ) -> Record:
         """Start a new generation of ``record`` and wait until its supervisor attaches."""
-        try:
-            plan = await self.peer.call(
-                f"adapter/{record.provider}",
-                "adapter.launch",
-                {
-                    "mode": record.mode,
-                    "cwd": record.cwd,
-                    "env": env,
-                    "resume": resume,
-                    "data_dir": str(self.state_dir / "providers" / record.provider),
-                },
-            )
-        except RoostError as err:
-            if record.state == r.STARTING:  # a fresh spawn: the record must not stay starting
-                await self.set_state(record, r.FAILED, last_exit={"error": err.to_body()})
-            raise
+        if plan is None:
+            plan = await self.plan(record, env, resume=resume)
         instance = uuid.uuid4().hex[:12]
         generation = record.generation + 1
         started = bool(resume)
@@ -174,7 +185,7 @@ class Sessions:
         finally:
             self.attaching.pop(instance, None)
         if "error" in attached:
-            await self.set_state(starting, r.FAILED, last_exit={"error": attached["error"]})
+            await self._failed(starting, attached["error"], fresh=not resume)
             raise RoostError.from_body(attached["error"])
         active = {
             "record": record.id,
@@ -187,7 +198,20 @@ class Sessions:
         # a screen classified while starting (a trust dialog, a login) decides where it lands
         current, _ = await self.find(record.id)
         landing = r.ATTENTION if current.activity == "attention" else r.LIVE
-        return await self.set_state(current, landing, expect=(r.STARTING,), active=active)
+        # what is known now: the agent runs, its screen not read yet (a pty's activity says so)
+        seen = current.activity or ("starting" if record.mode == "pty" else None)
+        return await self.set_state(
+            current, landing, expect=(r.STARTING,), active=active, activity=seen
+        )
+
+    async def _failed(self, record: Record, error: dict[str, Any], *, fresh: bool) -> None:
+        """A launch that failed: the record is ``failed`` with the error. A fresh spawn's record
+        gives its name up (kept in ``last_exit.name``), so the spawn can simply be retried."""
+        last_exit: dict[str, Any] = {"error": error}
+        changes: dict[str, Any] = {}
+        if fresh and record.name:
+            last_exit["name"], changes["name"] = record.name, None
+        await self.set_state(record, r.FAILED, last_exit=last_exit, **changes)
 
     def _spec(
         self,

@@ -118,13 +118,29 @@ def delete_record(conn: sqlite3.Connection, record_id: str) -> None:
 
 def add_workspace(
     conn: sqlite3.Connection, path: str, name: str | None
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[dict[str, Any], str | None]:
+    """Register ``path``; returns the workspace and what changed: ``"added"``, ``"renamed"`` (a
+    registered path given another name) or None. A name another workspace has is ``name-taken``."""
+    if name is not None:
+        other = conn.execute(
+            "SELECT id FROM workspaces WHERE name=? AND path<>?", (name, path)
+        ).fetchone()
+        if other is not None:
+            raise RoostError(
+                "name-taken",
+                f"workspace {other['id']} is already named {name!r}",
+                {"field": "name", "workspace": other["id"]},
+            )
     row = conn.execute("SELECT * FROM workspaces WHERE path=?", (path,)).fetchone()
     if row is not None:
-        return dict(row), False
+        ws = dict(row)
+        if name is None or name == ws["name"]:
+            return ws, None
+        conn.execute("UPDATE workspaces SET name=? WHERE id=?", (name, ws["id"]))
+        return {**ws, "name": name}, "renamed"
     ws = {"id": "w" + uuid.uuid4().hex[:8], "name": name, "path": path, "created": time.time()}
     conn.execute("INSERT INTO workspaces VALUES (:id, :name, :path, :created)", ws)
-    return ws, True
+    return ws, "added"
 
 
 def find_workspace(conn: sqlite3.Connection, ref: str) -> dict[str, Any] | None:

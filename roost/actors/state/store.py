@@ -209,9 +209,16 @@ class StateStore:
         path, name = f.req_str(body, "path"), f.opt_str(body, "name", max_len=128)
 
         def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
-            ws, created = db.add_workspace(self.conn, path, name)
-            events = [{"kind": "workspace.added", "data": ws}] if created else []
-            return {"workspace": ws, "created": created}, self.append(events)
+            before = db.find_workspace(self.conn, path)
+            ws, change = db.add_workspace(self.conn, path, name)
+            events = []
+            if change == "added":
+                events = [{"kind": "workspace.added", "data": ws}]
+            elif change == "renamed" and before is not None:
+                renamed = {"id": ws["id"], "path": path, "from": before["name"], "to": name}
+                events = [{"kind": "workspace.renamed", "data": renamed}]
+            reply = {"workspace": ws, "created": change == "added", "renamed": change == "renamed"}
+            return reply, self.append(events)
 
         return await self.write(mutation)
 

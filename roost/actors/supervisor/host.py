@@ -36,6 +36,7 @@ class Session(Protocol):
     exit: ExitStatus | None
     identity: str | None
     launched_at: float
+    classification: dict[str, Any]  # the adapter's last verdict on the screen ({} before one)
 
     @property
     def checks(self) -> Checks: ...

@@ -18,6 +18,18 @@ from roost.broker import fields as f
 from roost.broker import protocol as p
 
 ECHO_TAIL, ECHO_WAIT_S, ECHO_POLL_S = 8, 3.0, 0.02  # the typed text shown before its submit
+# Screens that ask for a credential: what is typed there is logged as its length only.
+SECRET_SCREENS = ("login", "api-key")
+
+
+def logged_text(text: str, classification: dict[str, Any]) -> dict[str, Any]:
+    """What a ``session.input`` event keeps of typed ``text``: the text, or, while the screen is
+    classified ``attention`` for a login or an API key (a token pasted there), only its length
+    and why (``withheld``), so no secret reaches the event log, ``state.db`` or ``roost events``."""
+    reason = classification.get("reason")
+    if classification.get("state") == "attention" and reason in SECRET_SCREENS:
+        return {"length": len(text), "withheld": reason}
+    return {"text": text}
 
 
 class Keyboard:
@@ -36,15 +48,16 @@ class Keyboard:
 
     async def on_prompt(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         text = f.text(body, "text")
+        shown = logged_text(text, self.sup.classification)
         if self.submit_delay:
-            return await self._type(
-                header, "prompt", text.encode(), {"text": text}, then=self.submit
-            )
-        return await self._type(header, "prompt", text.encode() + self.submit, {"text": text})
+            return await self._type(header, "prompt", text.encode(), shown, then=self.submit)
+        return await self._type(header, "prompt", text.encode() + self.submit, shown)
 
     async def on_input(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         text = f.text(body, "text")
-        return await self._type(header, "input", text.encode(), {"text": text})
+        return await self._type(
+            header, "input", text.encode(), logged_text(text, self.sup.classification)
+        )
 
     async def on_key(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         keys = key_names(body)

@@ -62,7 +62,24 @@ class Terminal:
         self._stream.feed(self._escapes.feed(data))
 
     def resize(self, rows: int, cols: int) -> None:
-        self.screen.resize(rows, cols)
+        """As a real terminal (xterm) resizes: fewer rows drop those below the cursor first,
+        then from the top only as many as keep the cursor on the screen; fewer columns cut each
+        row at the right and bring the cursor inside. pyte alone cuts rows from the top, so a
+        screen with its text at the top went blank with the cursor left on a row it no longer
+        showed (issue 11, rough edge 6)."""
+        screen = self.screen
+        if rows < screen.lines:
+            top = max(0, screen.cursor.y - rows + 1)  # rows scrolled off so the cursor fits
+            buffer = screen.buffer
+            kept = {y - top: buffer[y] for y in range(top, top + rows) if y in buffer}
+            buffer.clear()
+            buffer.update(kept)
+            screen.cursor.y -= top
+            screen.lines = rows  # pyte's own resize has nothing left to cut
+        screen.resize(rows, cols)
+        screen.set_margins()  # the whole (new) screen scrolls, whatever pyte skipped
+        screen.cursor.x = min(screen.cursor.x, cols - 1)
+        screen.dirty.update(range(rows))
 
     def text(self) -> str:
         return "\n".join(line.rstrip() for line in self.screen.display).rstrip("\n")
