@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
-from harness import BenchNode, Helper, Mode, Row, cpu_seconds, quantile, running_node
+import psutil
+from harness import BenchNode, Helper, Mode, Row, quantile, running_node, runtime
 
 from roost.broker import protocol as p
 from roost.broker.client import Client
@@ -55,13 +55,13 @@ def serial(client: Client, frames: list[bytes], n: int) -> list[float]:
 
 
 def figures(
-    client: Client, frames: list[bytes], cpu_of: Any, mode: Mode, kind: str
+    client: Client, frames: list[bytes], cpu_of: list[psutil.Process], mode: Mode, kind: str
 ) -> dict[str, float]:
     """Throughput (req/s), p50 (us) and CPU per request (us) of ``frames`` through ``client``."""
     serial(client, frames, 50)  # warm up
-    before = cpu_seconds(cpu_of)
+    before = sum(runtime(proc) for proc in cpu_of)
     answered, elapsed, last = pump(client, frames, mode.seconds)
-    cpu = cpu_seconds(cpu_of) - before
+    cpu = sum(runtime(proc) for proc in cpu_of) - before
     if len(last) != 2 or p.Header.decode(last[0]).kind != kind:
         raise RuntimeError(f"expected {kind} replies, got {last[:1]!r}")
     lat = serial(client, frames, mode.samples)
