@@ -10,7 +10,9 @@ over the throughput window divided by the requests answered, against the bare ho
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -21,6 +23,7 @@ from roost.broker.client import Client
 
 WINDOW = 64  # requests in flight during a throughput window
 FIG = "1 broker"
+Hop = tuple[Client, psutil.Process]  # the bare hop: a client connected to it, and its process
 
 
 def pump(client: Client, frames: list[bytes], seconds: float) -> tuple[int, float, list[bytes]]:
@@ -96,42 +99,65 @@ def measure_node(node: BenchNode, mode: Mode) -> dict[str, dict[str, float]]:
     return {"ping": ping, "claim": claim}
 
 
-def measure_bare(root: Path, mode: Mode, env: dict[str, str]) -> dict[str, float]:
+@contextlib.contextmanager
+def bare_hop(root: Path, env: dict[str, str]) -> Iterator[Hop]:
+    """The bare hop running: a client connected to it, and its process."""
     endpoint = f"ipc://{root}/barehop"
     hop = Helper("barehop.py", endpoint, env=env)
     try:
         with Client(endpoint, "") as client:
-            header = p.Header(kind=p.REQUEST, rid="bench:claim", method="node.claim", target="node")
-            frames = [header.encode(), p.pack({"renew": "g" + "0" * 16, "lease_ms": 3_600_000})]
-            return figures(client, frames, [hop.process], mode, p.REQUEST)
+            yield client, hop.process
     finally:
         hop.stop()
 
 
-def rows(node: dict[str, dict[str, float]], bare: dict[str, float], at: str = "") -> list[Row]:
+def measure_bare(hop: Hop, mode: Mode) -> dict[str, float]:
+    """The figures of the bare hop, carrying the frames of a ``node.claim`` renew."""
+    header = p.Header(kind=p.REQUEST, rid="bench:claim", method="node.claim", target="node")
+    frames = [header.encode(), p.pack({"renew": "g" + "0" * 16, "lease_ms": 3_600_000})]
+    return figures(hop[0], frames, [hop[1]], mode, p.REQUEST)
+
+
+def best(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The best of each figure over rounds: on a shared machine the least disturbed one."""
+    return {
+        "rate": max(r["rate"] for r in runs),
+        "p50": min(r["p50"] for r in runs),
+        "cpu": min(r["cpu"] for r in runs),
+    }
+
+
+def rows(node: dict[str, dict[str, float]], bare: dict[str, float]) -> list[Row]:
     ping, claim = node["ping"], node["claim"]
     r_ping, r_claim = ping["rate"] / bare["rate"], claim["rate"] / bare["rate"]
     p50 = claim["p50"] / bare["p50"]
     return [
-        Row(
-            FIG, f"ping throughput{at}, req/s", ping["rate"], bare["rate"], ">= 0.9x", r_ping >= 0.9
-        ),
-        Row(FIG, f"ping p50{at}, us", ping["p50"], bare["p50"]),
-        Row(FIG, f"ping daemon CPU/request{at}, us", ping["cpu"], bare["cpu"]),
+        Row(FIG, "ping throughput, req/s", ping["rate"], bare["rate"], ">= 0.9x", r_ping >= 0.9),
+        Row(FIG, "ping p50, us", ping["p50"], bare["p50"]),
+        Row(FIG, "ping daemon CPU/request, us", ping["cpu"], bare["cpu"]),
         Row(
             FIG,
-            f"node.claim renew throughput{at}, req/s",
+            "node.claim renew throughput, req/s",
             claim["rate"],
             bare["rate"],
             ">= 0.6x",
             r_claim >= 0.6,
         ),
-        Row(FIG, f"node.claim renew p50{at}, us", claim["p50"], bare["p50"], "<= 1.3x", p50 <= 1.3),
-        Row(FIG, f"node.claim daemon CPU/request{at}, us", claim["cpu"], bare["cpu"]),
+        Row(FIG, "node.claim renew p50, us", claim["p50"], bare["p50"], "<= 1.3x", p50 <= 1.3),
+        Row(FIG, "node.claim daemon CPU/request, us", claim["cpu"], bare["cpu"]),
     ]
 
 
 def run(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
-    bare = measure_bare(root, mode, env)
-    with running_node(root, "broker") as node:
-        return rows(measure_node(node, mode), bare)
+    """``Mode.rounds`` rounds, the bare hop and the node by turns; the best of each side."""
+    bare_runs: list[dict[str, float]] = []
+    node_runs: list[dict[str, dict[str, float]]] = []
+    with running_node(root, "broker") as node, bare_hop(root, env) as hop:
+        for _ in range(mode.rounds):
+            bare_runs.append(measure_bare(hop, mode))
+            node_runs.append(measure_node(node, mode))
+    ours = {kind: best([r[kind] for r in node_runs]) for kind in ("ping", "claim")}
+    note = f"best of {mode.rounds} rounds" if mode.rounds > 1 else ""
+    out = rows(ours, best(bare_runs))
+    out[0].note = note
+    return out

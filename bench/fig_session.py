@@ -13,15 +13,15 @@ linear, above 1 grows faster than linear.
 
 from __future__ import annotations
 
-import dataclasses
-import math
+import contextlib
 import time
 from pathlib import Path
 
 import fig_broker
-import fig_prompt
+import fig_growth
 import psutil
 import store
+from fig_broker import Hop
 from harness import (
     BenchNode,
     Helper,
@@ -35,10 +35,11 @@ from harness import (
     tmux_server,
 )
 
-FIG, GROWTH = "3 session", "7 growth"
+FIG = "3 session"
 SETTLE_S = 2.0  # after a step: the supervisors' start-up work (screens, classification) ends
 LIVE_TARGET_S = 15.0  # 200 sessions live within 15 s
 TMUX_MEMORY_SESSIONS = 50
+SCREENFUL = "head -c 10000 /dev/zero | tr '\\0' x; exec cat"  # a 200x50 screen of text, then idle
 
 
 class Steps:
@@ -56,7 +57,7 @@ class Steps:
         self.spawn_s += time.perf_counter() - start
         start = time.perf_counter()
         for i in range(self.tmux.count, level):
-            self.tmux.new(f"s{i}", "cat")
+            self.tmux.new(f"s{i}", SCREENFUL)
         self.tmux_s += time.perf_counter() - start
 
 
@@ -67,11 +68,11 @@ def uss(proc: psutil.Process) -> float:
 def tmux_memory(root: Path, n: int = TMUX_MEMORY_SESSIONS) -> float:
     """MiB of USS a tmux server takes per session: its growth from 1 to ``n + 1`` sessions."""
     with tmux_server(root) as tmux:
-        tmux.new("m", "cat")
+        tmux.new("m", SCREENFUL)
         server = tmux.server()
         before = uss(server)
         for i in range(n):
-            tmux.new(f"m{i}", "cat")
+            tmux.new(f"m{i}", SCREENFUL)
         return (uss(server) - before) / n
 
 
@@ -84,7 +85,7 @@ def bare_actor(root: Path, env: dict[str, str]) -> dict[str, float]:
         actor.stop()
 
 
-def step(steps: Steps, level: int, mode: Mode) -> dict[str, float]:
+def step(steps: Steps, level: int, mode: Mode, hop: Hop | None) -> dict[str, float]:
     """One step's figures: idle CPU (roost, tmux), memory, and with growth the request paths."""
     steps.grow(level)
     time.sleep(SETTLE_S)
@@ -92,11 +93,8 @@ def step(steps: Steps, level: int, mode: Mode) -> dict[str, float]:
     sups = [psutil.Process(pid) for pid in node.supervisors()]
     roost_idle, tmux_idle = idle_cpu([node.node_processes() + sups, [server]], mode.idle_s)
     got = {"idle": roost_idle, "tmux_idle": tmux_idle, **memory([s.pid for s in sups])}
-    if mode.growth:
-        short = dataclasses.replace(mode, seconds=1.0, samples=200)
-        got["claim_p50"] = fig_broker.measure_node(node, short)["claim"]["p50"]
-        with node.client() as client:
-            got["prompt_p50"] = fig_prompt.one_client(client, steps.records[0], 100)["p50"]
+    if hop is not None:
+        got.update(fig_growth.paths(node, hop, steps.records[0], mode))
     return got
 
 
@@ -129,49 +127,22 @@ def level_rows(level: int, got: dict[str, float], bare: dict[str, float]) -> lis
     return rows
 
 
-def slope(series: dict[int, float]) -> tuple[float, int, int] | None:
-    """The log-log slope between the two largest steps (1: linear), and those steps."""
-    levels = sorted(k for k, v in series.items() if v > 0)
-    if len(levels) < 2:
-        return None
-    a, b = levels[-2], levels[-1]
-    return math.log(series[b] / series[a]) / math.log(b / a), a, b
-
-
-def growth_rows(by_level: dict[int, dict[str, float]], unit: str = "live") -> list[Row]:
-    rows = []
-    keys = sorted({k for got in by_level.values() for k in got if k in GROWS})
-    for key in keys:
-        got = slope({lvl: v[key] for lvl, v in by_level.items() if key in v})
-        if got is not None:
-            k, a, b = got
-            name = f"{GROWS[key]} {a}->{b} {unit}, log-log slope"
-            rows.append(
-                Row(GROWTH, name, k, 1.0, "<= 1 (linear)", k <= 1.1, "1.1 allowed for noise")
-            )
-    return rows
-
-
-GROWS = {
-    "idle": "idle CPU",
-    "uss": "supervisor USS",
-    "claim_p50": "node.claim p50",
-    "prompt_p50": "prompt p50",
-    "dormant_idle": "idle CPU",
-}
-
-
 def live(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
     bare = bare_actor(root, env)
     rows = [
         Row(FIG, "tmux USS per session, MiB", tmux_memory(root), None, note="its server's growth")
     ]
+    growth: list[Row] = []
     by_level: dict[int, dict[str, float]] = {}
-    with tmux_server(root) as tmux, running_node(root, "live") as node:
+    with contextlib.ExitStack() as stack:
+        tmux = stack.enter_context(tmux_server(root))
+        node = stack.enter_context(running_node(root, "live"))
+        hop = stack.enter_context(fig_broker.bare_hop(root, env)) if mode.growth else None
         steps = Steps(node, tmux)
         for level in mode.levels:
-            by_level[level] = got = step(steps, level, mode)
+            by_level[level] = got = step(steps, level, mode, hop)
             rows += level_rows(level, got, bare)
+            growth += fig_growth.rows_at(level, got) if hop is not None else []
         n = len(steps.records)
         allowed = LIVE_TARGET_S * n / 200
         rows.append(
@@ -195,7 +166,7 @@ def live(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
                 None,
             )
         )
-    return rows + growth_rows(by_level)
+    return rows + growth + fig_growth.slopes(by_level)
 
 
 def dormant(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
@@ -231,7 +202,7 @@ def dormant(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
                     note="bulk insert, node down",
                 ),
             ]
-    return rows + growth_rows(by_count, "dormant")
+    return rows + fig_growth.slopes(by_count, "dormant")
 
 
 def run(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:

@@ -58,6 +58,7 @@ class Mode:
 
     name: str
     seconds: float  # a throughput window
+    rounds: int  # figure 1: bare hop and node by turns, the best of each
     samples: int  # serial calls for a p50/p99
     turns: int
     clients_seconds: float
@@ -74,6 +75,7 @@ class Mode:
 QUICK = Mode(
     name="quick",
     seconds=0.3,
+    rounds=1,
     samples=150,
     turns=8,
     clients_seconds=1.0,
@@ -89,6 +91,7 @@ DEFAULT = dataclasses.replace(
     QUICK,
     name="default",
     seconds=1.5,
+    rounds=3,
     samples=400,
     turns=30,
     clients_seconds=3.0,
@@ -107,7 +110,7 @@ FULL = dataclasses.replace(
     idle_s=6.0,
     dormant=(1000, 10_000),
     output_mb=50,
-    output_cap_s=150,
+    output_cap_s=120,
     growth=True,
 )
 MODES = {m.name: m for m in (QUICK, DEFAULT, FULL)}
