@@ -49,7 +49,7 @@ def run(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
     node = BenchNode(root, "events")
     made = store.build(node.state_dir, node.workdir, 10, mode.events)
     try:
-        node.cli("node", "up")
+        node.up()
         with node.client(timeout=60) as client:
             ours = [through_node(client) for _ in range(2)]
         theirs = [raw(node.state_dir / "state.db") for _ in range(3)]

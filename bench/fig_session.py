@@ -1,14 +1,14 @@
 """Figure 3, the cost of a session, and figure 7, how it grows.
 
 Live echo sessions are spawned in steps (``Mode.levels``: 1, 16, 64, 200 with ``--full``), six
-clients in parallel; a private tmux server gets as many sessions (each running ``cat``) beside
-them. At each step, over one window: the idle CPU of the node (daemon, state store, adapter host)
-and its supervisors, against the tmux server's; the median RSS/USS/PSS of a supervisor against
-a bare pyzmq asyncio actor process (bench/bare_actor.py) and tmux's memory per session; with
-``--full`` also figure 1's ``node.claim`` and figure 2's prompt at that many sessions. Then idle
-nodes holding ``Mode.dormant`` dormant records (made in bulk, bench/store.py) against an empty
-node, in the same window. Growth is the log-log slope between the two largest steps: 1 is
-linear, above 1 grows faster than linear.
+clients in parallel; a private tmux server gets as many sessions (each a screen of text, then
+``cat``) beside them. At each step, over one window: the idle CPU of the node (daemon, state store,
+adapter host) and its supervisors, against the tmux server's; the median RSS/USS/PSS of a
+supervisor against a bare pyzmq asyncio actor process (bench/bare_actor.py) and tmux's memory per
+session; with ``--full`` also figure 1's ``node.claim`` and figure 2's prompt at that many
+sessions. Then idle nodes holding ``Mode.dormant`` dormant records (made in bulk, bench/store.py)
+against an empty node, in the same window. Growth is the log-log slope between the two largest
+steps: 1 is linear, above 1 grows faster than linear.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def dormant(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
             node = BenchNode(root, f"dormant{count}")
             made = store.build(node.state_dir, node.workdir, count)
             try:
-                node.cli("node", "up")
+                node.up()
                 time.sleep(SETTLE_S)
                 held, none = idle_cpu([node.node_processes(), base], mode.idle_s)
             finally:

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -246,6 +247,7 @@ class BenchNode:
         self.mark = uuid.uuid4().hex
         self.env = {**os.environ, "ROOST_STATE_DIR": str(self.state_dir), MARK: self.mark}
         self.env.pop("ROOST_TOKEN", None)
+        self.runtime: Path | None = None
 
     def cli(self, *args: str, timeout: float = 120.0) -> dict[str, Any]:
         proc = subprocess.run(
@@ -261,6 +263,11 @@ class BenchNode:
         if proc.returncode != 0:
             raise RuntimeError(f"roost {' '.join(args)}: {doc or proc.stderr.strip()}")
         return doc
+
+    def up(self, *args: str) -> None:
+        router = self.cli("node", "up", *args)["endpoints"]["router"]
+        if router.startswith("ipc://"):  # its runtime directory, removed again by stop()
+            self.runtime = Path(router.removeprefix("ipc://")).parent
 
     def client(self, timeout: float = 30.0) -> Client:
         return Client.for_state_dir(self.state_dir, timeout=timeout)
@@ -289,13 +296,15 @@ class BenchNode:
         with contextlib.suppress(Exception):
             self.cli("node", "stop", "--stop-sessions", timeout=180)
         kill_marked(self.mark)
+        if self.runtime is not None:  # the sockets a stopped node leaves behind
+            shutil.rmtree(self.runtime, ignore_errors=True)
 
 
 @contextlib.contextmanager
 def running_node(root: Path, name: str, *up_args: str) -> Iterator[BenchNode]:
     node = BenchNode(root, name)
     try:
-        node.cli("node", "up", *up_args)
+        node.up(*up_args)
         yield node
     finally:
         node.stop()
