@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The Node.js client's dependencies (tests/e2e/test_node_client.py); `npm ci` installs the lock file.
 NODE_STAMP := clients/node/node_modules/.installed
 
-.PHONY: demo test lint typecheck unit e2e test-real clean
+.PHONY: demo test lint typecheck unit e2e test-real bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ e2e: $(STAMP) $(NODE_STAMP)
 test-real: $(STAMP)
 	bash tests/real/install.sh
 	$(BIN)/pytest -q tests/real
+
+# Issue 12's figures against baselines measured in the same run (bench/README.md); prints one
+# table, writes bench/last.json and keeps the table in bench/README.md. Within 10 minutes on two
+# cores; never fails on a figure.
+bench: $(STAMP)
+	$(BIN)/python bench/run.py --full
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache clients/node/node_modules

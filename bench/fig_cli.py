@@ -1,0 +1,45 @@
+"""Figure 6, the CLI's start: ``roost ls`` against a running node with a few records, wall time
+(median of ``Mode.cli_runs``), against ``python -c pass`` of the same interpreter, in this run."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness import Mode, Row, running_node, spawn_many
+
+FIG = "6 cli"
+
+
+def wall(argv: list[str], env: dict[str, str], runs: int) -> float:
+    """Median wall seconds of ``argv`` (it must succeed)."""
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, env=env, check=True, capture_output=True, stdin=subprocess.DEVNULL)
+        out.append(time.perf_counter() - start)
+    return statistics.median(out)
+
+
+def run(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
+    script = Path(sys.executable).with_name("roost")
+    roost = [str(script)] if script.exists() else [sys.executable, "-m", "roost"]
+    with running_node(root, "cli") as node:
+        spawn_many(node, [node.spawn_body(f"c{i}") for i in range(3)], threads=3)
+        wall([*roost, "ls"], node.env, 1)  # warm the page cache
+        ls = wall([*roost, "ls"], node.env, mode.cli_runs)
+        bare = wall([sys.executable, "-c", "pass"], env, mode.cli_runs)
+    return [
+        Row(
+            FIG,
+            "roost ls, wall ms",
+            ls * 1e3,
+            bare * 1e3,
+            "<= 60 ms",
+            ls * 1e3 <= 60,
+            "vs python -c pass",
+        ),
+    ]

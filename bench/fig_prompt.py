@@ -1,0 +1,222 @@
+"""Figure 2, the accepted prompt: ``session.prompt`` (pty echo session) and ``session.turn``
+(stream echo session) until ``accepted``, one client; the whole node's accepted prompts/s with 10
+clients, each its own connection and session; against one SQLite WAL commit (synchronous=NORMAL)
+in this run. Then the event log is read back: every accepted prompt's ``session.input`` event
+must be there exactly once (lost and duplicated are counted, not assumed).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from harness import BenchNode, Mode, Row, quantile, running_node, spawn_many
+
+from roost.broker.client import Client
+
+FIG = "2 prompt"
+CLIENTS = 10
+Accepted = tuple[str, str, int]  # record id, text, seq of its session.input event
+
+
+def sqlite_commits(path: Path, n: int) -> list[float]:
+    """Seconds of ``n`` single-row WAL commits (synchronous=NORMAL), like an event append."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(
+        "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL, kind TEXT, "
+        "record_id TEXT, generation INTEGER, data BLOB, eid TEXT UNIQUE)"
+    )
+    data = b"\x82\xa5input\xa6prompt\xa4text\xa5hello"
+    out = []
+    for i in range(n):
+        start = time.perf_counter()
+        conn.execute("BEGIN")
+        conn.execute(
+            "INSERT INTO events (ts, kind, record_id, generation, data, eid) VALUES (?,?,?,?,?,?)",
+            (time.time(), "session.input", "r0", 1, data, f"e{i}"),
+        )
+        conn.execute("COMMIT")
+        out.append(time.perf_counter() - start)
+    conn.close()
+    return out
+
+
+def prompts(
+    client: Client, record: str, tag: str, n: int = 0, until: float = 0.0
+) -> tuple[list[float], list[Accepted]]:
+    """``n`` prompts (or as many as fit before ``until``), one at a time: latencies, accepted."""
+    lat: list[float] = []
+    accepted: list[Accepted] = []
+    i = 0
+    while (i < n) if n else (time.perf_counter() < until):
+        text = f"{tag}-{i}"
+        start = time.perf_counter()
+        reply = client.call("session.prompt", {"id": record, "text": text})
+        lat.append(time.perf_counter() - start)
+        if reply.get("accepted"):
+            accepted.append((record, text, reply["seq"]))
+        i += 1
+    return lat, accepted
+
+
+def turns(client: Client, record: str, n: int) -> tuple[list[float], list[Accepted]]:
+    """``n`` stream-mode turns, each waited for before the next (one turn at a time)."""
+    lat: list[float] = []
+    accepted: list[Accepted] = []
+    for i in range(n):
+        text = f"turn-{i}"
+        start = time.perf_counter()
+        reply = client.call("session.turn", {"id": record, "text": text})
+        lat.append(time.perf_counter() - start)
+        accepted.append((record, text, reply["seq"]))
+        client.call(
+            "session.turn.wait", {"id": record, "turn": reply["turn"], "timeout_ms": 30_000}
+        )
+    return lat, accepted
+
+
+def many_clients(
+    node: BenchNode, records: list[str], seconds: float
+) -> tuple[list[float], list[Accepted], float]:
+    """Every record prompted by its own client for ``seconds``; latencies, accepted, elapsed."""
+    lat: list[float] = []
+    accepted: list[Accepted] = []
+    errors: list[BaseException] = []
+    clients = [node.client() for _ in records]
+    gate = threading.Barrier(len(records) + 1)
+
+    def work(client: Client, record: str, n: int) -> None:
+        try:
+            gate.wait()
+            got = prompts(client, record, f"c{n}", until=time.perf_counter() + seconds)
+            lat.extend(got[0])
+            accepted.extend(got[1])
+        except BaseException as err:  # reported below, in the caller's thread
+            errors.append(err)
+
+    workers = [
+        threading.Thread(target=work, args=(c, r, n))
+        for n, (c, r) in enumerate(zip(clients, records, strict=True))
+    ]
+    for w in workers:
+        w.start()
+    gate.wait()
+    start = time.perf_counter()
+    for w in workers:
+        w.join()
+    elapsed = time.perf_counter() - start
+    for c in clients:
+        c.close()
+    if errors:
+        raise errors[0]
+    return lat, accepted, elapsed
+
+
+def input_events(client: Client, after: int) -> Counter[tuple[str, str, int]]:
+    """(record, text, seq) of every ``session.input`` event after ``after``, counted."""
+    seen: Counter[tuple[str, str, int]] = Counter()
+    more = True
+    while more:
+        reply = client.call("events.since", {"after": after, "limit": 5000})
+        for event in reply["events"]:
+            if event["kind"] == "session.input":
+                seen[(event["record"], event["data"].get("text", ""), event["seq"])] += 1
+            after = event["seq"]
+        more = reply["more"]
+    return seen
+
+
+def lost_and_duplicated(
+    seen: Counter[tuple[str, str, int]], accepted: list[Accepted]
+) -> tuple[int, int]:
+    by_text = Counter({(r, t): 0 for r, t, _ in accepted})
+    for (record, text, _), n in seen.items():
+        by_text[(record, text)] += n
+    lost = sum(1 for r, t, s in accepted if seen[(r, t, s)] == 0)
+    return lost, sum(1 for n in by_text.values() if n > 1)
+
+
+def routed(client: Client) -> tuple[int, int]:
+    broker = client.call("node.status")["broker"]
+    return broker["routed"], broker["published"]
+
+
+def one_client(client: Client, record: str, n: int) -> dict[str, Any]:
+    """p50/p99 (ms) of ``n`` prompts, and the broker's routed requests and publishes per prompt
+    (less those of the ``node.status`` calls that read the counters)."""
+    a, _ = routed(client)
+    b, pub_b = routed(client)
+    lat, accepted = prompts(client, record, "one", n)
+    c, pub_c = routed(client)
+    per = ((c - b) - (b - a)) / n
+    return {
+        "p50": quantile(lat, 0.5) * 1e3,
+        "p99": quantile(lat, 0.99) * 1e3,
+        "routed": per,
+        "published": (pub_c - pub_b) / n,
+        "accepted": accepted,
+    }
+
+
+def run(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
+    commits = sqlite_commits(root / "wal.db", max(2000, mode.samples))
+    c50, c99 = quantile(commits, 0.5) * 1e3, quantile(commits, 0.99) * 1e3
+    commit_rate = len(commits) / sum(commits)
+    with running_node(root, "prompt") as node:
+        bodies = [node.spawn_body(f"p{i}", rows=50, cols=200) for i in range(CLIENTS)]
+        made = {
+            r["name"]: r["id"] for r in spawn_many(node, [*bodies, node.spawn_body("t0", "stream")])
+        }
+        stream, ptys = made.pop("t0"), [made[f"p{i}"] for i in range(CLIENTS)]
+        with node.client() as client:
+            after = client.call("events.since", {"limit": 1})["last_seq"]
+            one = one_client(client, ptys[0], mode.samples)
+            turn_lat, turn_ok = turns(client, stream, mode.turns)
+            lat10, ok10, elapsed = many_clients(node, ptys, mode.clients_seconds)
+            seen = input_events(client, after)
+    lost, dup = lost_and_duplicated(seen, [*one["accepted"], *turn_ok, *ok10])
+    t50, t99 = quantile(turn_lat, 0.5) * 1e3, quantile(turn_lat, 0.99) * 1e3
+    rate = len(ok10) / elapsed
+    total = len(one["accepted"]) + len(turn_ok) + len(ok10)
+    return [
+        Row(
+            FIG,
+            "session.prompt accepted p50, ms",
+            one["p50"],
+            c50,
+            "<= 1.5 ms",
+            one["p50"] <= 1.5,
+            "vs one commit",
+        ),
+        Row(FIG, "session.prompt accepted p99, ms", one["p99"], c99, "<= 5 ms", one["p99"] <= 5),
+        Row(FIG, "session.turn accepted p50, ms", t50, c50, "<= 1.5 ms", t50 <= 1.5),
+        Row(FIG, "session.turn accepted p99, ms", t99, c99, "<= 5 ms", t99 <= 5),
+        Row(
+            FIG,
+            f"{CLIENTS} clients, accepted prompts/s",
+            rate,
+            commit_rate,
+            ">= 2000/s",
+            rate >= 2000,
+            "vs commits/s",
+        ),
+        Row(FIG, f"{CLIENTS} clients, prompt p50, ms", quantile(lat10, 0.5) * 1e3, c50),
+        Row(
+            FIG,
+            "routed requests per prompt",
+            one["routed"],
+            None,
+            "<= 3",
+            one["routed"] <= 3.05,
+            "client->node->supervisor->one commit",
+        ),
+        Row(FIG, "publishes per prompt", one["published"], None),
+        Row(FIG, f"lost of {total} accepted", lost, None, "== 0", lost == 0),
+        Row(FIG, f"duplicated of {total} accepted", dup, None, "== 0", dup == 0),
+    ]
