@@ -77,7 +77,10 @@ def render(line: str, *, with_actor: bool) -> str:
         return line
     when = str(doc.get("timestamp") or "").replace("T", " ").rstrip("Z")[:23]
     level = str(doc.get("level") or "info")
-    text = f"{when} {click.style(f'{level.upper():<7}', fg=LEVEL_COLOURS.get(level))}"
+    shown = f"{level.upper():<7}"
+    if level in LEVEL_COLOURS:  # click.echo drops the colour when stdout is no terminal
+        shown = click.style(shown, fg=LEVEL_COLOURS[level])
+    text = f"{when} {shown}"
     if with_actor and doc.get("actor"):
         text += f" [{doc['actor']}]"
     text += f" {doc.get('event', '')}"
