@@ -135,3 +135,13 @@ def test_key_lines_follow_tables_arrays_and_dotted_keys() -> None:
     assert lines["a.b"] == 1 and lines["x.quoted key"] == 3
     assert lines["arr[0].k"] == 5 and lines["arr[1].k"] == 7 and lines["arr"] == 4
     assert lines["t.u.v.w"] == 9
+
+
+def test_the_documented_examples_are_valid_files(tmp_path: Path) -> None:
+    """docs/OPERATIONS.md's and README.md's config.toml examples load as they are."""
+    root = Path(__file__).resolve().parents[2]
+    for doc in ("docs/OPERATIONS.md", "README.md"):
+        text = (root / doc).read_text(encoding="utf-8")
+        example = text.split("```toml\n", 1)[1].split("```", 1)[0]
+        cfg = config.load(write(tmp_path, example))
+        assert cfg.exists and cfg.provider_bin("claude", {})[1].kind == "file", doc
