@@ -29,7 +29,7 @@ from roost.adapters.settings import binary
 from roost.broker.errors import RoostError
 from roost.config import VENDORS, Config, config_path, load
 
-PROBE_TIMEOUT_S = 8.0
+PROBE_TIMEOUT_S = 15.0  # kimi (Node) takes 4 s for --version on an idle 2-core machine
 # provider -> (the release line roost's adapter follows, the version it was tested with)
 KNOWN = {"claude": ("2.1", "2.1.332"), "codex": ("0.171", "0.171.0"), "kimi": ("2.1", "2.1.0")}
 HOMES = {"claude": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME", "kimi": "KIMI_CODE_HOME"}
@@ -193,7 +193,7 @@ def _kimi_login(home: Path) -> tuple[str, str]:
     return "logged-out", "no credentials or default_model in $KIMI_CODE_HOME"
 
 
-async def in_child(provider: str, timeout: float = 30.0) -> dict[str, Any]:
+async def in_child(provider: str, timeout: float = 45.0) -> dict[str, Any]:
     """``probe`` of ``provider`` in a child process (``python -m roost.adapters.doctor``), so
     that an event loop never waits on a CLI; the built-in echo needs no checks."""
     if provider not in VENDORS:

@@ -14,7 +14,7 @@ from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.config import VENDORS
 
-DOCTOR_TIMEOUT_S = 40.0
+DOCTOR_TIMEOUT_S = 55.0
 
 
 async def _one(peer: Peer, provider: str) -> dict[str, Any]:
