@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import structlog
 import zmq.asyncio
 
 from roost.actors.runtime.lines import LINE_CAP
@@ -23,20 +24,26 @@ from roost.actors.runtime.process import (
     setup_logging,
     watch_lifeline,
 )
+from roost.adapters import doctor
 from roost.adapters.base import Adapter, Launch, LaunchContext, SessionView
 from roost.adapters.binary import find_program, missing
 from roost.adapters.evidence import Evidence
 from roost.adapters.registry import adapters
+from roost.adapters.settings import with_settings
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.config import Config, config_path, load
+
+log = structlog.get_logger("roost.adapters")
 
 
 class AdapterActor:
     """Serves one adapter's methods."""
 
-    def __init__(self, adapter: Adapter, peer: Peer) -> None:
+    def __init__(self, adapter: Adapter, peer: Peer, cfg: Config | None = None) -> None:
         self.adapter, self.peer = adapter, peer
+        self.config = cfg or Config(*config_path({}))  # the file's provider bin and env
         peer.handlers.update(
             {
                 "adapter.launch": self.launch,
@@ -45,6 +52,7 @@ class AdapterActor:
                 "adapter.turn": self.turn,
                 "adapter.parse": self.parse,
                 "adapter.verify_resume": self.verify_resume,
+                "adapter.doctor": self.doctor,
             }
         )
 
@@ -60,13 +68,19 @@ class AdapterActor:
             data_dir=f.req_str(body, "data_dir"),
         )
 
+    def _configured(self, body: dict[str, Any]) -> tuple[LaunchContext, dict[str, str]]:
+        """The launch context with the config file's binary and env for this provider, and what
+        they add to the agent's environment (which later requests then carry)."""
+        return with_settings(self.adapter.provider, self._context(body), self.config, os.environ)
+
     async def launch(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        ctx = self._context(body)
+        ctx, added = self._configured(body)
         resume = f.opt_str(body, "resume", max_len=256)
         launch = self.adapter.resume(resume, ctx) if resume else self.adapter.fresh(ctx)
         self._check_program(launch, ctx)
         return {
             **launch.to_wire(),
+            "env": {**added, **launch.env},
             "submit": self.adapter.submit,
             "submit_delay_s": self.adapter.submit_delay_s,
             "turn_silence_s": self.adapter.turn_silence_s,
@@ -129,7 +143,7 @@ class AdapterActor:
         return seen.to_wire()
 
     async def turn(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        ctx = self._context(body)
+        ctx, _ = self._configured(body)
         launch = self.adapter.turn(
             f.opt_str(body, "provider_session", max_len=256),
             f.text(body, "text"),
@@ -164,11 +178,27 @@ class AdapterActor:
         )
         return check.to_wire()
 
+    async def doctor(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """``roost doctor``'s findings on this provider's CLI, in this host's (the node's)
+        environment."""
+        return await doctor.in_child(self.adapter.provider)
+
+
+def host_config() -> Config:
+    """The configuration file as the node sees it; one that stopped parsing since ``node up``
+    (which checked it) is logged and left out, so launches still work."""
+    try:
+        return load()
+    except RoostError as err:
+        log.error("config-invalid", message=err.message)
+        return Config(*config_path())
+
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     ctx = zmq.asyncio.Context()
     token = os.environ.get("ROOST_ACTOR_TOKEN", "")
     incarnation = os.urandom(6).hex()
+    cfg = host_config()
     actors = []
     for name, adapter in adapters().items():
         peer = Peer(
@@ -179,7 +209,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
             incarnation=incarnation,
             meta={"pid": os.getpid()},
         )
-        actors.append(AdapterActor(adapter, peer))
+        actors.append(AdapterActor(adapter, peer, cfg))
     watch_lifeline(args.lifeline, stop.set)
     await run_until(stop, *(a.peer.run() for a in actors))
     ctx.destroy(0)

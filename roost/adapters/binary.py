@@ -29,7 +29,10 @@ def missing(provider: str, program: str, bin_env: str | None, install: str) -> R
     """``provider-missing``: what was looked for, and the two ways to fix it."""
     fixes = []
     if bin_env:
-        fixes.append(f"point {bin_env} at it (spawn --env {bin_env}=/path/to/{provider})")
+        fixes.append(
+            f"point {bin_env} at it (spawn --env {bin_env}=/path/to/{provider}, or"
+            f" providers.{provider}.bin in the config file)"
+        )
     if install:
         fixes.append(f"install it: {install}")
     message = f"the {provider} CLI was not found: no executable {program!r}"

@@ -47,6 +47,7 @@ CODES: dict[str, str] = {
     "durable-state-damaged": "the state database is damaged; `roost node repair` salvages it",
     "storage-full": "the state directory's disk is full; nothing was committed; retry later",
     "storage-failed": "the state database could not be written (I/O error); retry later",
+    "config-invalid": "the configuration file has an unknown key or a value of the wrong type",
 }
 
 

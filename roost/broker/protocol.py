@@ -47,6 +47,7 @@ CLIENT_METHODS: dict[str, str] = {
     "initialize": "negotiate the protocol version and authenticate (served by the broker)",
     "node.status": "node id, incarnation, pid, endpoints, actors and their health",
     "node.shutdown": "stop the node daemon; live sessions keep running",
+    "node.doctor": "check each provider CLI in the node's environment: found, version, login",
     "workspace.add": "register a directory as a workspace",
     "workspace.list": "list the registered workspaces",
     "session.spawn": "create a record and launch a fresh session of a provider",
@@ -97,6 +98,27 @@ EVENT_KINDS: dict[str, str] = {
     "session.tool_result": "a tool call's result",
     "session.stderr": "a line the provider's headless mode wrote to stderr",
 }
+
+# The key names ``session.key`` takes (the bytes they stand for are the adapters' business).
+KEY_NAMES = (
+    "enter",
+    "escape",
+    "interrupt",
+    "eof",
+    "tab",
+    "backspace",
+    "up",
+    "down",
+    "right",
+    "left",
+    "home",
+    "end",
+    "pageup",
+    "pagedown",
+    "delete",
+    "space",
+    "shift-tab",
+)
 
 ROLE_ACTOR = "actor"
 OPERATOR, OBSERVER = "operator", "observer"

@@ -44,6 +44,7 @@ from roost.broker.errors import RoostError
 from roost.cli.context import Ctx, command
 from roost.cli.liveness import RETRY_FOR_S, Liveness
 from roost.cli.output import emit_json
+from roost.config import load
 
 DETACH = b"\x1d"  # Ctrl-]
 INTERRUPT = b"\x03"  # Ctrl-C, in raw mode a byte like any other; detaches a read-only view
@@ -74,6 +75,8 @@ class Attachment:
     expected: int = 0  # the transcript offset the next output byte must have
     redraws: int = 0
     resized: bool = False
+    detach: bytes = DETACH  # the key that ends the view (attach.detach_key of the config file)
+    detach_name: str = "Ctrl-]"
     out: Any = field(default_factory=lambda: sys.stdout.buffer)
     keys: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace")
@@ -230,6 +233,8 @@ def attach_to(ctx: Ctx, ref: str, *, read_only: bool = False, fit: bool = True) 
             grant=ctx.grant,
         )
         view.alive = Liveness(client, RETRY_FOR_S)
+        name, view.detach, _ = load().detach_key()
+        view.detach_name = "Ctrl-" + name[5:].upper()
         streams = [_subscribe(view)]
         try:
             _run(view, streams, fit and view.writable and view.keyboard)
@@ -289,10 +294,10 @@ def _loop(
             if not data:
                 return ""
             if not view.writable:  # watching: any key but these is dropped
-                if DETACH in data or INTERRUPT in data:
+                if view.detach in data or INTERRUPT in data:
                     return ""
                 continue
-            keys, detach, _ = burst(stdin, data).partition(DETACH)
+            keys, detach, _ = burst(stdin, data).partition(view.detach)
             _type(view, keys)
             if detach:
                 return ""
@@ -358,9 +363,9 @@ def _recheck(view: Attachment, streams: list[EventStream], poller: zmq.Poller) -
 
 def _greeting(view: Attachment) -> str:
     if view.writable and view.keyboard:
-        return "attached to {} ({}); Ctrl-] detaches"
+        return "attached to {} ({}); " + f"{view.detach_name} detaches"
     if view.keyboard:
-        return "watching {} ({}), read-only; Ctrl-] or Ctrl-C detaches"
+        return "watching {} ({}), read-only; " + f"{view.detach_name} or Ctrl-C detaches"
     return "watching {} ({}), read-only"
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import click
 
 from roost import __version__
-from roost.cli import control, sessions
+from roost.cli import completion, control, sessions
 from roost.cli.attach import attach
+from roost.cli.config import config_group
 from roost.cli.context import Remote, make_ctx
+from roost.cli.doctor import doctor
 from roost.cli.events import events, workspace
 from roost.cli.hub import hub as hub_group
 from roost.cli.keys import keys
+from roost.cli.logs import logs
 from roost.cli.node import node
 from roost.cli.tui import tui
 
@@ -53,6 +56,9 @@ cli.add_command(hub_group)
 cli.add_command(tui)
 for cmd in (*sessions.COMMANDS, *control.COMMANDS):
     cli.add_command(cmd)
+for cmd in (config_group, doctor, logs, completion.completion):
+    cli.add_command(cmd)
+completion.install(cli)  # after every command is added: record ids, providers, key names
 
 
 def main() -> None:

@@ -57,6 +57,12 @@ def _print_status(ctx: Ctx, doc: dict[str, Any]) -> None:
         )
     for address, info in sorted(doc.get("actors", {}).items()):
         health = info.get("health") or ("registered" if info.get("registered") else "absent")
+        if info.get("missing"):  # registered, but its CLI is not installed: not usable
+            looked = f"{info.get('looked_for')} ({info.get('from')}) not found"
+            if info.get("from") == "default":
+                looked = f"no {info.get('looked_for')} on PATH"
+            console.print(f"  {address:<28} {'missing':<10} {looked}")
+            continue
         console.print(f"  {address:<28} {health:<10} pid {info.get('pid')}")
     if doc.get("records"):
         counts = ", ".join(f"{n} {s}" for s, n in sorted(doc["records"].items()))

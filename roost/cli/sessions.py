@@ -13,6 +13,7 @@ from roost.broker.errors import RoostError
 from roost.cli.context import Ctx, command
 from roost.cli.output import console, emit_json, record_lines, records_table
 from roost.cli.readiness import READY_TIMEOUT_S, wait_ready
+from roost.config import load
 
 SIZE_RE = re.compile(r"^(\d+)x(\d+)$")
 
@@ -91,8 +92,8 @@ READY_TIMEOUT = click.option(
 @click.option("--name", help="a display name, unique on this node")
 @click.option("--cwd", "cwd_", help="a registered workspace (id, name or path) or a directory")
 @click.option("--env", "env", multiple=True, help="KEY=VALUE passed to the agent (repeatable)")
-@click.option("--size", help="terminal size ROWSxCOLS (default 40x120)")
-@click.option("--mode", type=click.Choice(["pty", "stream"]), default="pty")
+@click.option("--size", help="terminal size ROWSxCOLS (default 40x120, or spawn.size)")
+@click.option("--mode", type=click.Choice(["pty", "stream"]), help="default pty, or spawn.mode")
 @WAIT_READY
 @READY_TIMEOUT
 @command
@@ -103,24 +104,26 @@ def spawn(
     cwd_: str | None,
     env: tuple[str, ...],
     size: str | None,
-    mode: str,
+    mode: str | None,
     wait_ready_: bool,
     ready_timeout: float,
 ) -> None:
-    """Start a live session of PROVIDER (echo, claude, codex, kimi).
+    """Start a live session of PROVIDER (echo, claude, codex, kimi). The config file's [spawn]
+    mode, size and env are the defaults of --mode, --size and --env.
 
     It answers once the agent runs, before its screen is read (`starting`); --wait-ready waits
     until it is ready for input, and fails (exit 1) if it needs a human or ends first."""
     cwd = cwd_ or os.getcwd()
     if cwd_ and os.path.isdir(cwd_):
         cwd = os.path.abspath(cwd_)
+    defaults = load()
     body = {
         "provider": provider,
         "name": name,
         "cwd": cwd,
-        "env": _env(env),
-        "mode": mode,
-        **_size(size),
+        "env": {**defaults.spawn_env(), **_env(env)},
+        "mode": mode or defaults.spawn_mode()[0],
+        **_size(size or defaults.spawn_size()[0]),
     }
     _launched(ctx, "session.spawn", body, "spawned", ready_timeout if wait_ready_ else None)
 

@@ -64,6 +64,9 @@ class Node:
         self.state_dir = root / "state"
         self.mark = uuid.uuid4().hex
         self.env = {**os.environ, "ROOST_STATE_DIR": str(self.state_dir), MARK: self.mark}
+        # the test's own configuration file (none until a test writes it), never the user's
+        self.config = root / "config.toml"
+        self.env["ROOST_CONFIG"] = str(self.config)
         self.env.pop("ROOST_TOKEN", None)
         self.prefix: list[str] = []  # e.g. ["ip", "netns", "exec", NS]: the host it runs on
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from roost.actors.node import checkup
 from roost.actors.node.control import Control
 from roost.actors.node.reports import Reports
 from roost.actors.node.sessions import Sessions
@@ -62,6 +63,7 @@ class NodeActor:
         handlers: dict[str, Handler] = {
             "node.status": self.status,
             "node.shutdown": self.shutdown,
+            "node.doctor": checkup.handler(peer),
             "workspace.add": self.workspace_add,
             "workspace.list": self.workspace_list,
             "session.spawn": self.spawn,
@@ -382,7 +384,7 @@ class _RecordLock:
 def _without_host_facts(status: dict[str, Any]) -> dict[str, Any]:
     """``node.status`` for an observer: no state directory, no process ids."""
     actors = {
-        name: {k: v for k, v in info.items() if k != "pid"}
+        name: {k: v for k, v in info.items() if k not in ("pid", "path")}
         for name, info in (status.get("actors") or {}).items()
     }
     hidden = ("state_dir", "pid")

@@ -25,6 +25,7 @@ from zmq.auth.asyncio import AsyncioAuthenticator
 from roost.actors.node.actor import NodeActor
 from roost.actors.node.hublink import HubConfig, HubLink, stored_hub
 from roost.actors.node.launcher import Launcher
+from roost.actors.node.notify import Notifier
 from roost.actors.node.sessions import Sessions
 from roost.actors.runtime.children import Child
 from roost.actors.runtime.endpoints import network_endpoint
@@ -32,6 +33,7 @@ from roost.actors.runtime.lock import StateLock
 from roost.actors.runtime.peer import Peer
 from roost.actors.runtime.process import announce, run_until_stopped, setup_logging
 from roost.actors.state import db
+from roost.adapters.settings import binary
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError, write_refused
 from roost.broker.keys import node_keys
@@ -51,6 +53,7 @@ from roost.broker.locate import (
 )
 from roost.broker.policy import check_node_id
 from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
+from roost.config import VENDORS, Config, config_path, load
 
 log = structlog.get_logger("roost.daemon")
 
@@ -66,8 +69,10 @@ class Daemon:
         network: NetworkEndpoint | None = None,
         retain_events: int | None = None,
         hub: HubConfig | None = None,
+        cfg: Config | None = None,
     ) -> None:
         self.state_dir, self.node_id, self.token = state_dir, node_id, token
+        self.config = cfg or Config(*config_path())
         self.actor_token = load_or_create_secret(state_dir / ACTOR_TOKEN_FILE)
         self.incarnation = uuid.uuid4().hex[:12]
         self.runtime = runtime_dir(state_dir)
@@ -132,6 +137,9 @@ class Daemon:
             actors[entry.address]["registered"] = True
         for name in ("state",):
             actors[name]["registered"] = self.broker.registry.lookup(name) is not None
+        for provider in VENDORS:  # an adapter is only as usable as its CLI: say when it is missing
+            if f"adapter/{provider}" in actors:
+                actors[f"adapter/{provider}"].update(binary(provider, self.config, os.environ))
         return {
             "node_id": self.node_id,
             "incarnation": self.incarnation,
@@ -218,6 +226,7 @@ class Daemon:
             stop.set()
         else:
             tasks.append(asyncio.create_task(node.sweep_loop()))
+            tasks.append(asyncio.create_task(self._notifier(peer).run()))
             announce({"ready": self.status()})
             log.info("node-serving", node_id=self.node_id, incarnation=self.incarnation)
         await stop.wait()
@@ -230,6 +239,14 @@ class Daemon:
         await asyncio.gather(*tasks, return_exceptions=True)
         self.broker.close()
         self.ctx.destroy(0)
+
+    def _notifier(self, peer: Peer) -> Notifier:
+        async def lookup(rid: str) -> dict[str, Any] | None:
+            reply = await peer.call("state", "state.record.get", {"id": rid}, timeout=2.0)
+            record: dict[str, Any] | None = reply.get("record")
+            return record
+
+        return Notifier(self.ctx, self.events_ep, self.config, self.node_id, lookup)
 
     async def _started(self, peer: Peer) -> None:
         """Append ``node.started``, then publish ``node.json`` for clients."""
@@ -288,13 +305,14 @@ def main() -> None:
         sys.exit(2)
     token = load_or_create_token(state_dir)
     try:
+        cfg = load()  # checked here so that a bad file stops node up with config-invalid
         network = network_endpoint(state_dir, args.listen) if args.listen else None
         keep = None if args.retain_events is None else check_limit(args.retain_events)
         hub = stored_hub(state_dir, args.hub, args.hub_key, forget=args.no_hub)
     except RoostError as err:
         announce({"error": err.to_body()})
         sys.exit(2)
-    daemon = Daemon(state_dir, node_id, token, network, keep, hub)
+    daemon = Daemon(state_dir, node_id, token, network, keep, hub, cfg)
     run_until_stopped(daemon.serve)
     lock.release()
     sys.exit(2 if daemon.failed else 0)

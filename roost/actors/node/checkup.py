@@ -1,0 +1,36 @@
+"""``node.doctor``: the provider checks of ``roost doctor`` in the node's own environment.
+
+The node asks each vendor adapter (``adapter.doctor``, answered by the adapter host) at once and
+gathers the answers; a provider whose adapter does not answer is reported with its error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from roost.actors.runtime.peer import Handler, Peer
+from roost.broker import protocol as p
+from roost.broker.errors import RoostError
+from roost.config import VENDORS
+
+DOCTOR_TIMEOUT_S = 55.0
+
+
+async def _one(peer: Peer, provider: str) -> dict[str, Any]:
+    try:
+        return await peer.call(
+            f"adapter/{provider}", "adapter.doctor", {}, timeout=DOCTOR_TIMEOUT_S
+        )
+    except RoostError as err:
+        return {"provider": provider, "error": err.to_body(), "findings": []}
+
+
+def handler(peer: Peer) -> Handler:
+    """The request handler: ``{"providers": [report, ...]}`` in ``VENDORS`` order."""
+
+    async def doctor(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        found = await asyncio.gather(*(_one(peer, prov) for prov in VENDORS))
+        return {"providers": list(found)}
+
+    return doctor

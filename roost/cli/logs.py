@@ -1,0 +1,157 @@
+"""``roost logs [ID] [--follow]``: the node's logs, or a record's supervisor log, readable.
+
+The node's processes write JSON lines to ``<state-dir>/logs/node.log``, ``state.log`` and
+``adapters.log``; each record's supervisors to ``<state-dir>/sessions/<record>/supervisor.log``.
+This command reads those files where they are (it works with the node down: that is when logs are
+wanted most), so it needs the state directory, not a connection. Without ID the three node logs
+are merged in time order. Text shows ``time level [actor] event key=value ...``; ``--json``
+prints the lines as they are in the files. ``--follow`` then prints lines as they are appended,
+and reopens a file that was replaced or truncated (a rotation) from its start.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from roost.broker.errors import RoostError
+from roost.cli.context import Ctx, command
+
+NODE_LOGS = ("node.log", "state.log", "adapters.log")
+FOLLOW_POLL_S = 0.2
+LEVEL_COLOURS = {"warning": "yellow", "error": "red", "critical": "red"}
+SHOWN_FIRST = ("timestamp", "level", "event", "actor", "pid", "exception")
+
+
+@dataclass
+class Tail:
+    """One log file read from ``pos``; ``inode`` tells a replaced file from the one we read."""
+
+    path: Path
+    pos: int = 0
+    inode: int | None = None
+    part: bytes = field(default=b"")
+
+    def read(self) -> list[str]:
+        """The complete lines appended since the last read (from the start of a new file)."""
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return []
+        if st.st_ino != self.inode or st.st_size < self.pos:  # rotated, replaced or truncated
+            self.inode, self.pos, self.part = st.st_ino, 0, b""
+        if st.st_size == self.pos:
+            return []
+        with open(self.path, "rb") as fh:
+            fh.seek(self.pos)
+            data = fh.read()
+        self.pos += len(data)
+        *lines, self.part = (self.part + data).split(b"\n")
+        return [line.decode("utf-8", "replace") for line in lines if line.strip()]
+
+
+def last_lines(tail: Tail, count: int) -> list[str]:
+    """The last ``count`` lines of the file; the tail then continues after them."""
+    lines = tail.read()
+    return lines[-count:] if count > 0 else []
+
+
+def parse(line: str) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def render(line: str, *, with_actor: bool) -> str:
+    """``2026-12-01 11:12:13.456 INFO  [node] node-serving node_id=lab-1 ...``; a line that is
+    not JSON as it is."""
+    doc = parse(line)
+    if doc is None:
+        return line
+    when = str(doc.get("timestamp") or "").replace("T", " ").rstrip("Z")[:23]
+    level = str(doc.get("level") or "info")
+    shown = f"{level.upper():<7}"
+    if level in LEVEL_COLOURS:  # click.echo drops the colour when stdout is no terminal
+        shown = click.style(shown, fg=LEVEL_COLOURS[level])
+    text = f"{when} {shown}"
+    if with_actor and doc.get("actor"):
+        text += f" [{doc['actor']}]"
+    text += f" {doc.get('event', '')}"
+    rest = {k: v for k, v in doc.items() if k not in SHOWN_FIRST}
+    text += "".join(f" {k}={_value(v)}" for k, v in rest.items())
+    if doc.get("exception"):
+        text += "\n    " + str(doc["exception"]).rstrip().replace("\n", "\n    ")
+    return text
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, str) and value and " " not in value and "=" not in value:
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _record_dir(ctx: Ctx, ref: str) -> Path:
+    """A record's session directory, by record id, or by name through the node."""
+    sessions = ctx.state_dir / "sessions"
+    if (sessions / ref).is_dir():
+        return sessions / ref
+    try:
+        rid = str(ctx.call("session.show", {"id": ref})["record"]["id"])
+    except RoostError as err:
+        if err.code != "node-not-running":
+            raise
+        raise RoostError(
+            "not-found",
+            f"no record directory {ref!r}; with the node down, give the record id",
+            {"ref": ref},
+        ) from None
+    return sessions / rid
+
+
+def _ordered(lines: list[str]) -> list[str]:
+    """Lines of several files in time order (ISO timestamps sort as text)."""
+    return sorted(lines, key=lambda ln: str((parse(ln) or {}).get("timestamp") or ""))
+
+
+@click.command()
+@click.argument("ref", metavar="[ID]", required=False)
+@click.option("--follow", "-f", is_flag=True, help="print lines as they are appended")
+@click.option("--lines", "-n", "count", type=int, default=100, help="how many to start with")
+@command
+def logs(ctx: Ctx, ref: str | None, follow: bool, count: int) -> None:
+    """The node's log lines (node, state store, adapters), or with ID a record's supervisor
+    log: time, level, event and fields; --json prints the JSON lines as they are."""
+    if ref:
+        tails = [Tail(_record_dir(ctx, ref) / "supervisor.log")]
+    else:
+        tails = [Tail(ctx.state_dir / "logs" / name) for name in NODE_LOGS]
+    if not any(t.path.exists() for t in tails) and not follow:
+        raise RoostError("not-found", "no log files yet", {"ref": ref})
+    start = [line for t in tails for line in last_lines(t, count)]
+    emit = _emitter(ctx, with_actor=ref is None)
+    for line in _ordered(start)[-count:] if count > 0 else []:
+        emit(line)
+    try:
+        while follow:
+            time.sleep(FOLLOW_POLL_S)  # polling a file for appended lines
+            for line in _ordered([line for t in tails for line in t.read()]):
+                emit(line)
+    except KeyboardInterrupt:
+        return
+
+
+def _emitter(ctx: Ctx, *, with_actor: bool) -> Any:
+    def emit(line: str) -> None:
+        if ctx.json:
+            click.echo(line if parse(line) is not None else json.dumps({"raw": line}))
+        else:
+            click.echo(render(line, with_actor=with_actor))
+
+    return emit
