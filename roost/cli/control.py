@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from roost.broker.errors import RoostError
-from roost.cli.context import Ctx, command
-from roost.cli.output import console, emit_json
+from roost.cli.context import Ctx, command, reader
+from roost.cli.output import accepted_text, compact, console, emit_json
 
 WAIT_SLICE_MS = 20_000
 
@@ -30,7 +30,7 @@ def turn(ctx: Ctx, ref: str, text: str | None, wait: bool, wait_timeout: float) 
     if text is not None:
         doc = ctx.call("session.turn", {"id": ref, "text": text}, timeout=60.0)
         if not wait:
-            _print(ctx, doc, f"turn {doc.get('turn')} accepted (event {doc.get('seq')})")
+            _print(ctx, doc, accepted_text(f"turn {doc.get('turn')}", doc))
             return
     ended = _wait(ctx, ref, doc.get("turn"), wait_timeout)
     events = ctx.call("events.since", {"id": ref, "after": 0, "limit": 5000})["events"]
@@ -63,11 +63,15 @@ def _print(ctx: Ctx, doc: dict[str, Any], text: str) -> None:
 
 @click.command("op")
 @click.argument("op_id", metavar="OPID")
-@command
+@reader
 def op(ctx: Ctx, op_id: str) -> None:
     """Look up an operation id: accepted, terminal (with its result), interrupted or unknown."""
     doc = ctx.call("operation.lookup", {"op": op_id}, op="")
-    _print(ctx, doc, f"{op_id}: {doc['state']}" + (f" {doc['result']}" if doc["result"] else ""))
+    _print(
+        ctx,
+        doc,
+        f"{op_id}: {doc['state']}" + (f" {compact(doc['result'])}" if doc["result"] else ""),
+    )
 
 
 @click.command()
@@ -75,7 +79,7 @@ def op(ctx: Ctx, op_id: str) -> None:
 @click.option("--lease-ms", type=int, default=30_000, help="lease length; renew before it lapses")
 @click.option("--take-over", is_flag=True, help="fence the current holder's grant")
 @click.option("--renew", default="", help="renew this grant instead of claiming anew")
-@command
+@reader
 def claim(ctx: Ctx, ref: str, lease_ms: int, take_over: bool, renew: str) -> None:
     """Claim a session for control: others' mutating requests are refused while it lasts."""
     doc = ctx.call(
@@ -94,7 +98,7 @@ def claim(ctx: Ctx, ref: str, lease_ms: int, take_over: bool, renew: str) -> Non
 @click.command()
 @click.argument("ref", metavar="ID")
 @click.argument("grant_id", metavar="GRANT")
-@command
+@reader
 def release(ctx: Ctx, ref: str, grant_id: str) -> None:
     """Release a claim."""
     doc = ctx.call("session.release", {"id": ref, "grant": grant_id})
