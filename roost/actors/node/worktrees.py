@@ -180,7 +180,7 @@ async def remove(worktree: dict[str, Any]) -> dict[str, Any]:
         return {**worktree, "removed": True, "was_missing": True}
     dirty = await uncommitted(worktree)
     if dirty:
-        shown = ", ".join(line[3:] for line in dirty[:5]) + (" ..." if len(dirty) > 5 else "")
+        shown = ", ".join(_porcelain(line) for line in dirty[:5]) + (" ..." * (len(dirty) > 5))
         raise RoostError(
             "worktree-dirty",
             f"the worktree {path} has {len(dirty)} uncommitted change(s): {shown}; commit or "
@@ -188,7 +188,28 @@ async def remove(worktree: dict[str, Any]) -> dict[str, Any]:
             {"uncommitted": dirty[:200], "count": len(dirty), "path": path},
         )
     await git(repo, "worktree", "remove", path)
+    _prune_empty(Path(path).parent, worktree_dir(repo, ""))
     return {**worktree, "removed": True, "was_missing": False}
+
+
+def _porcelain(line: str) -> str:
+    """``" M a.txt"`` as ``a.txt (modified)``."""
+    code = line[:2]
+    what = "untracked" if code == "??" else PORCELAIN.get(code.strip()[:1], code.strip())
+    return f"{line[3:]} ({what})"
+
+
+PORCELAIN = {"M": "modified", "A": "added", "D": "deleted", "R": "renamed", "U": "unmerged"}
+
+
+def _prune_empty(directory: Path, top: Path) -> None:
+    """Remove the directories a branch with slashes left empty, up to ``<repo>.worktrees``."""
+    while directory != top.parent and top in (directory, *directory.parents):
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent
 
 
 async def diff(worktree: dict[str, Any]) -> dict[str, Any]:
