@@ -118,10 +118,14 @@ def not_running(err: RoostError, state_dir: Path) -> RoostError:
     fix = f"roost {what}"
     if state_dir != default_state_dir():
         fix = f"roost --state-dir {shlex.quote(str(state_dir))} {what}"
-    gone = f" ({err.message})" if "gone" in err.message else ""
+    kind = "hub" if "hub up" in fix else "node"
+    if "pid" in err.detail:  # node.json names a daemon that died (SIGKILL, a crash)
+        said = f"the {kind} of the state directory {state_dir} (pid {err.detail['pid']}) is gone"
+    else:
+        said = f"no {kind} is running for the state directory {state_dir}"
     return RoostError(
         "node-not-running",
-        f"nothing is running for the state directory {state_dir}{gone}; start it with `{fix}`",
+        f"{said}; start it with `{fix}`",
         {**err.detail, "state_dir": str(state_dir), "fix": fix},
     )
 

@@ -20,10 +20,17 @@ from roost.broker.locate import pid_alive, private_dir, read_node_info
 from roost.broker.policy import check_node_id
 from roost.cli.context import Ctx, command, reader
 from roost.cli.output import console, emit_json, endpoint_text, plain
+from roost.cli.progress import Progress, waiting
 
 UP_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
 REPAIR_TIMEOUT = 600.0
+STARTING = {  # what a starting daemon is called and is busy with, for the progress note
+    "daemon": (
+        "node",
+        "it checks state.db, starts the state store and adapters, takes the sockets",
+    ),
+}
 PROBE_S = 5.0  # initialize + node.status of a node.json whose daemon looks alive
 
 
@@ -81,7 +88,7 @@ def _print_status(ctx: Ctx, doc: dict[str, Any]) -> None:
         )
 
 
-def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
+def _read_line(proc: subprocess.Popen[bytes], timeout: float, progress: Progress) -> dict[str, Any]:
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     buf = b""
@@ -89,7 +96,8 @@ def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise RoostError("timeout", "the node did not report ready in time; see its log")
-        ready, _, _ = select.select([proc.stdout], [], [], remaining)
+        progress.tick()
+        ready, _, _ = select.select([proc.stdout], [], [], min(remaining, 0.25))
         if ready:
             chunk = os.read(proc.stdout.fileno(), 4096)
             if not chunk:
@@ -113,9 +121,12 @@ def launch_detached(argv: list[str], logs: Path, name: str) -> dict[str, Any]:
             start_new_session=True,
             close_fds=True,
         )
+    label, doing = STARTING.get(name, (name, ""))
+    progress = Progress(f"the {label} (pid {proc.pid}) to start" + (f": {doing}" if doing else ""))
     try:
-        line = _read_line(proc, UP_TIMEOUT)
+        line = _read_line(proc, UP_TIMEOUT, progress)
     finally:
+        progress.done()
         assert proc.stdout is not None
         proc.stdout.close()
     if "error" in line:
@@ -211,8 +222,10 @@ def stop(ctx: Ctx, stop_sessions: bool) -> None:
     info = read_node_info(ctx.state_dir)
     reply = ctx.call("node.shutdown", {"stop_sessions": stop_sessions}, timeout=60.0)
     deadline = time.monotonic() + STOP_TIMEOUT
-    while _alive(info.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    with waiting(f"the node (pid {info.pid}) to exit") as progress:
+        while _alive(info.pid) and time.monotonic() < deadline:
+            progress.tick()
+            time.sleep(0.05)  # polling a pid that has no other way to say it exited
     doc = {**reply, "node_id": info.node_id, "pid": info.pid, "stopped": not _alive(info.pid)}
     if ctx.json:
         emit_json(doc)
