@@ -39,11 +39,11 @@ def fail(err: RoostError, as_json: bool) -> None:
 
 RECORD_COLUMNS = (
     Column("ID"),
-    Column("NAME", shrink=True),
+    Column("NAME", shrink=True, floor=7),
     Column("PROVIDER"),
-    Column("MODE"),
+    Column("MODE", drop=2),
     Column("STATE", shrink=True, floor=10),
-    Column("GEN"),
+    Column("GEN", drop=1),
     Column("PROVIDER SESSION"),
 )
 
