@@ -241,7 +241,12 @@ def rename(ctx: Ctx, ref: str, name: str) -> None:
 @command
 def stop(ctx: Ctx, ref: str, grace_ms: int) -> None:
     """Stop the live session; the record becomes dormant, its provider session id kept."""
-    doc = ctx.call("session.stop", {"id": ref, "grace_ms": grace_ms}, timeout=grace_ms / 1000 + 30)
+    doc = ctx.call(
+        "session.stop",
+        {"id": ref, "grace_ms": grace_ms},
+        timeout=grace_ms / 1000 + 30,
+        waiting=f"{ref} to stop (SIGTERM; SIGKILL after {grace_ms / 1000:g} s)",
+    )
     _record_out(ctx, doc, "stopped")
 
 

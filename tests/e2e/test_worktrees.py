@@ -97,9 +97,7 @@ def test_spawn_in_a_worktree_diff_and_refused_removal(node: Node, repo: Path) ->
     assert "roost/fix-login" in git(repo, "branch", "--list", "roost/fix-login")  # work kept
 
 
-def test_named_branch_removed_when_clean_and_kept_without_the_flag(
-    node: Node, repo: Path
-) -> None:
+def test_named_branch_removed_when_clean_and_kept_without_the_flag(node: Node, repo: Path) -> None:
     node.up()
     a = node.run("spawn", "echo", "--cwd", str(repo / "src"), "--worktree", "feature/a")["record"]
     wt = repo.parent / "app.worktrees" / "feature" / "a"
