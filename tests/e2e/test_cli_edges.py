@@ -84,8 +84,14 @@ def test_turn_wait_shows_output_as_it_arrives(node: Node, tmp_path: Path) -> Non
         text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
-    assert proc.stdout is not None
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    stdout = proc.stdout
+    assert stdout is not None
+
+    def read() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
     try:
         seen: list[str] = []
         while "echo: /tool echo hi\n" not in seen:
