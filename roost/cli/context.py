@@ -57,6 +57,7 @@ class Ctx:
     grant: str = ""
     remote: Remote | None = None
     node: str = ""  # through a hub: the node addressed (--node)
+    quiet: bool = False  # no progress notes (the dashboard owns the terminal)
 
     def client(self) -> Client:
         if self.remote is not None:
@@ -90,6 +91,8 @@ class Ctx:
         kw.setdefault("op", self.op)
         kw.setdefault("grant", self.grant)
         with self.client() as client:
+            if self.quiet:
+                return client.call(method, body, **kw)
             progress = Progress(waiting or WAITING.get(method) or f"the node's answer ({method})")
             try:
                 return client.call(method, body, on_wait=progress.tick, **kw)
