@@ -82,9 +82,10 @@ def text_of(*args: str) -> str:
     return proc.stdout
 
 
-def attach_and_detach(ref: str, until: str, rows: int = 12, cols: int = 80) -> list[str]:
-    """``roost attach REF`` in a pseudo-terminal of its own; once ``until`` is on its screen,
-    Ctrl-] detaches. Returns the screen it showed."""
+def attach_and_detach(ref: str, until: str, rows: int = 40, cols: int = 120) -> list[str]:
+    """``roost attach REF`` in a pseudo-terminal of its own, of the session's size (attach fits
+    the session to the window it is seen in); once ``until`` is on its screen, Ctrl-] detaches.
+    Returns the screen it showed."""
     print(f"  $ roost attach {ref}      (then Ctrl-], typed by the demo)")
     screen = pyte.Screen(cols, rows)
     stream = pyte.ByteStream(screen)
