@@ -120,6 +120,10 @@ READ_ONLY = [
     ["workspace", "ls"],
     ["keys", "show"],
     ["hub", "status"],
+    ["doctor"],
+    ["config", "show"],
+    ["logs"],
+    ["completion"],
 ]
 
 
