@@ -6,7 +6,15 @@ STAMP  := $(VENV)/.installed
 # The Node.js client's dependencies (tests/e2e/test_node_client.py); `npm ci` installs the lock file.
 NODE_STAMP := clients/node/node_modules/.installed
 
-.PHONY: demo test lint typecheck unit e2e test-real bench clean
+# `make install`: `roost` on PATH as a symlink to .venv/bin/roost in $(PREFIX)/bin (so an update of
+# the checkout is what runs); `make uninstall` removes the link.
+PREFIX ?= $(HOME)/.local
+CHECK_NPM = command -v npm >/dev/null 2>&1 || { \
+	echo "make: npm (Node.js) is needed for the Node.js client's tests (tests/e2e/test_node_client.py)." >&2; \
+	echo "      Install Node.js 18 or newer with npm (Debian/Ubuntu: sudo apt install nodejs npm;" >&2; \
+	echo "      or https://nodejs.org), then run make test again." >&2; exit 1; }
+
+.PHONY: demo test lint typecheck unit e2e test-real bench clean install uninstall check-npm
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,11 +23,26 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 $(NODE_STAMP): clients/node/package.json clients/node/package-lock.json
+	@$(CHECK_NPM)
 	npm ci --prefix clients/node --no-audit --no-fund
 	touch $(NODE_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m roost.demo
+
+check-npm:
+	@$(CHECK_NPM)
+
+install: $(STAMP)
+	mkdir -p $(PREFIX)/bin
+	ln -sfn $(abspath $(BIN))/roost $(PREFIX)/bin/roost
+	@echo "installed: $(PREFIX)/bin/roost -> $(abspath $(BIN))/roost"
+	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) \
+	echo "note: $(PREFIX)/bin is not on your PATH; add it, e.g. in ~/.profile:"; \
+	echo '      export PATH="$(PREFIX)/bin:$$PATH"' ;; esac
+
+uninstall:
+	@if [ -L $(PREFIX)/bin/roost ]; then rm $(PREFIX)/bin/roost && echo "removed $(PREFIX)/bin/roost"; fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check roost tests bench

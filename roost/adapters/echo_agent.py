@@ -14,6 +14,8 @@ In headless mode a prompt ``/tool echo X`` makes a tool call and its result firs
 ``ROOST_ECHO_HOLD_FILE=PATH`` makes a headless turn wait, after its result line, until PATH exists
 and then write what PATH holds (if anything) on stderr before it exits (a test's chosen moment).
 Session files live in ``$ROOST_ECHO_HOME`` (default ``~/.roost-echo``)/sessions/ID.jsonl.
+Ctrl-C at the prompt behaves as in a shell: the line typed so far is dropped and a new prompt
+follows; the agent runs on (``/exit`` or Ctrl-D ends it).
 """
 
 from __future__ import annotations
@@ -199,17 +201,26 @@ def main(argv: list[str] | None = None) -> int:
     _, path = open_session(args)
     while True:
         try:
-            line = input(PROMPT)
-        except EOFError:
-            return 0
-        if line.strip() == "/exit":
-            return 0
-        if not line.strip():
-            continue
+            if not answer_one(path):
+                return 0
+        except KeyboardInterrupt:  # Ctrl-C, as in a shell: drop the line, a new prompt
+            print(flush=True)
+
+
+def answer_one(path: Path) -> bool:
+    """Read one line at the prompt and answer it; False at the end (``/exit``, end of input)."""
+    try:
+        line = input(PROMPT)
+    except EOFError:
+        return False
+    if line.strip() == "/exit":
+        return False
+    if line.strip():
         answer = f"echo: {line}"
         with path.open("a") as fh:
             fh.write(json.dumps({"ts": time.time(), "user": line, "assistant": answer}) + "\n")
         print(answer, flush=True)
+    return True
 
 
 if __name__ == "__main__":

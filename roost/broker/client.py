@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.broker.locate import live_node_info, read_token
 from roost.broker.policy import node_of
+
+WAIT_TICK_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -122,8 +125,10 @@ class Client:
         session: dict[str, Any] | None = None,
         grant: str = "",
         op: str = "",
+        on_wait: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
-        """One request; returns the reply body or raises RoostError with the error's code."""
+        """One request; returns the reply body or raises RoostError with the error's code.
+        ``on_wait`` is called about every ``WAIT_TICK_S`` while no answer has come (progress)."""
         rid = self._prefix + str(next(self._ids))
         header = p.Header(
             kind=p.REQUEST,
@@ -138,8 +143,15 @@ class Client:
         deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self._sock.poll(int(remaining * 1000)):
+            if remaining <= 0:
                 raise RoostError("timeout", f"no answer to {method} in time")
+            if not self._sock.poll(
+                int(min(remaining, WAIT_TICK_S if on_wait else remaining) * 1000)
+            ):
+                if on_wait is None:
+                    raise RoostError("timeout", f"no answer to {method} in time")
+                on_wait()
+                continue
             frames = self._sock.recv_multipart()
             if len(frames) != 2:
                 continue

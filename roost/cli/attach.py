@@ -197,7 +197,7 @@ def _alternate(view: Attachment, on: bool) -> Iterator[None]:
     show_default=True,
     help="size the session's terminal to this one and follow it (the last attached wins)",
 )
-@command
+@command(op=False)
 def attach(ctx: Ctx, ref: str, read_only: bool, fit: bool) -> None:
     """Show a live pty session's terminal and type into it; Ctrl-] detaches.
 

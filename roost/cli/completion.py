@@ -20,7 +20,7 @@ from roost.broker.client import Client
 from roost.broker.errors import RoostError
 from roost.broker.locate import default_state_dir
 from roost.broker.protocol import KEY_NAMES
-from roost.cli.context import Ctx, command
+from roost.cli.context import Ctx, reader
 from roost.cli.output import emit_json
 from roost.config import PROVIDERS
 
@@ -96,7 +96,7 @@ def install(group: click.Group) -> None:
 
 @click.command()
 @click.argument("shell", type=click.Choice(SHELLS))
-@command
+@reader
 def completion(ctx: Ctx, shell: str) -> None:
     """Print the completion script for SHELL: eval "$(roost completion bash)" in ~/.bashrc (zsh:
     the same in ~/.zshrc; fish: roost completion fish > ~/.config/fish/completions/roost.fish)."""

@@ -14,7 +14,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from roost.cli.context import Ctx, command
+from roost.cli.context import Ctx, reader
 from roost.cli.output import console, emit_json
 from roost.config import DEFAULT, VENDORS, Config, Source, load
 
@@ -88,7 +88,7 @@ def config_group() -> None:
 
 
 @config_group.command("show")
-@command
+@reader
 def show(ctx: Ctx) -> None:
     """Every setting in force and where it came from (default, file, env, flag)."""
     cfg = load()

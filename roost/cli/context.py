@@ -5,10 +5,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 import click
 
@@ -17,6 +18,8 @@ from roost.broker.errors import RoostError
 from roost.broker.locate import default_state_dir
 from roost.broker.policy import node_address
 from roost.cli.output import fail
+from roost.cli.progress import Progress
+from roost.suggest import close_matches, did_you_mean
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -54,12 +57,16 @@ class Ctx:
     grant: str = ""
     remote: Remote | None = None
     node: str = ""  # through a hub: the node addressed (--node)
+    quiet: bool = False  # no progress notes (the dashboard owns the terminal)
 
     def client(self) -> Client:
         if self.remote is not None:
             client = self.remote.client(self.timeout)
         else:
-            client = Client.for_state_dir(self.state_dir, timeout=self.timeout)
+            try:
+                client = Client.for_state_dir(self.state_dir, timeout=self.timeout)
+            except RoostError as err:
+                raise not_running(err, self.state_dir) from None
         if self.node:
             if client.target != "hub":
                 client.close()
@@ -71,43 +78,130 @@ class Ctx:
             client.via(node_address(self.node))
         return client
 
-    def call(self, method: str, body: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
-        """One request, carrying the command's operation id and claim grant, if any."""
+    def call(
+        self,
+        method: str,
+        body: dict[str, Any] | None = None,
+        *,
+        waiting: str = "",
+        **kw: Any,
+    ) -> dict[str, Any]:
+        """One request, carrying the command's operation id and claim grant, if any; after a
+        second without an answer it says on stderr what it waits for (``waiting``)."""
         kw.setdefault("op", self.op)
         kw.setdefault("grant", self.grant)
         with self.client() as client:
-            return client.call(method, body, **kw)
+            if self.quiet:
+                return client.call(method, body, **kw)
+            progress = Progress(waiting or WAITING.get(method) or f"the node's answer ({method})")
+            try:
+                return client.call(method, body, on_wait=progress.tick, **kw)
+            finally:
+                progress.done()
 
 
-def command(fn: F) -> F:
-    """Adds ``--json`` to a command and turns RoostError into an error document and exit 1."""
+WAITING = {
+    "session.spawn": "the session to start",
+    "session.resume": "the session to resume",
+    "session.stop": "the session to stop (SIGTERM, then SIGKILL after the grace)",
+    "node.shutdown": "the node to stop",
+}
+
+
+def not_running(err: RoostError, state_dir: Path) -> RoostError:
+    """``node-not-running`` that names the state directory and the command that fixes it."""
+    if err.code != "node-not-running":
+        return err
+    hub = click.get_current_context(silent=True)
+    what = (
+        "hub up --listen tcp://ADDRESS:PORT"
+        if hub and " hub " in f"{hub.command_path} "
+        else "node up"
+    )
+    fix = f"roost {what}"
+    if state_dir != default_state_dir():
+        fix = f"roost --state-dir {shlex.quote(str(state_dir))} {what}"
+    kind = "hub" if "hub up" in fix else "node"
+    if "pid" in err.detail:  # node.json names a daemon that died (SIGKILL, a crash)
+        said = f"the {kind} of the state directory {state_dir} (pid {err.detail['pid']}) is gone"
+    else:
+        said = f"no {kind} is running for the state directory {state_dir}"
+    return RoostError(
+        "node-not-running",
+        f"{said}; start it with `{fix}`",
+        {**err.detail, "state_dir": str(state_dir), "fix": fix},
+    )
+
+
+@overload
+def command(fn: F, *, op: bool = ..., grant: bool = ...) -> F: ...
+@overload
+def command(fn: None = ..., *, op: bool = ..., grant: bool = ...) -> Callable[[F], F]: ...
+def command(fn: F | None = None, *, op: bool = True, grant: bool = True) -> Any:
+    """Adds ``--json`` to a command (and, for commands that change something, ``--op`` and
+    ``--grant``: ``@command(op=False, grant=False)`` for one that only reads) and turns
+    RoostError into an error document and exit 1."""
+    if fn is None:
+        return functools.partial(command, op=op, grant=grant)
 
     @functools.wraps(fn)
-    def wrapper(
-        *args: Any, as_json: bool = False, op: str = "", grant: str = "", **kwargs: Any
-    ) -> Any:
+    def wrapper(*args: Any, as_json: bool = False, **kwargs: Any) -> Any:
         ctx: Ctx = click.get_current_context().obj
         ctx.json = ctx.json or as_json
-        ctx.op = op or ctx.op
-        ctx.grant = grant or ctx.grant
+        ctx.op = kwargs.pop("op", "") or ctx.op
+        ctx.grant = kwargs.pop("grant", "") or ctx.grant
         try:
             return fn(ctx, *args, **kwargs)
         except RoostError as err:
-            fail(err, ctx.json)
+            fail(suggest(ctx, err), ctx.json)
 
-    options = [
-        click.option("--json", "as_json", is_flag=True, help="print one JSON document"),
-        click.option("--op", default="", help="operation id: a repeat returns the first outcome"),
-        click.option(
-            "--grant",
-            default="",
-            envvar="ROOST_GRANT",
-            help="the claim grant to act under (env ROOST_GRANT)",
-        ),
-    ]
+    options = [click.option("--json", "as_json", is_flag=True, help="print one JSON document")]
+    if op:
+        options.append(
+            click.option(
+                "--op", default="", help="operation id: a repeat returns the first outcome"
+            )
+        )
+    if grant:
+        options.append(
+            click.option(
+                "--grant",
+                default="",
+                envvar="ROOST_GRANT",
+                help="the claim grant to act under (env ROOST_GRANT)",
+            )
+        )
     for option in options:
         wrapper = option(wrapper)
     return cast(F, wrapper)
+
+
+def reader(fn: F) -> F:
+    """A command that only reads: ``--json``, and no ``--op``/``--grant``."""
+    return command(fn, op=False, grant=False)
+
+
+def suggest(ctx: Ctx, err: RoostError) -> RoostError:
+    """A record the command's ID did not find: ``did you mean`` the records named closest."""
+    params = click.get_current_context().params
+    ref = err.detail.get("ref")
+    if (
+        err.code != "not-found"
+        or not ref
+        or ref != params.get("ref")
+        or "suggestions" in err.detail
+    ):
+        return err
+    try:
+        records = ctx.call("session.list", op="", grant="")["records"]
+    except RoostError:
+        return err
+    matches = close_matches(str(ref), [c for rec in records for c in (rec["id"], rec.get("name"))])
+    if not matches:
+        return err
+    return RoostError(
+        err.code, f"{err.message}; {did_you_mean(matches)}", {**err.detail, "suggestions": matches}
+    )
 
 
 def make_ctx(state_dir: str | None, as_json: bool, timeout: float) -> Ctx:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import click
 
 from roost.broker.errors import RoostError
-from roost.cli.context import Ctx, command
-from roost.cli.output import console, emit_json
-
-WAIT_SLICE_MS = 20_000
+from roost.cli import turns
+from roost.cli.context import Ctx, command, reader
+from roost.cli.output import accepted_text, compact, console, emit_json
 
 
 @click.command()
@@ -21,7 +19,8 @@ WAIT_SLICE_MS = 20_000
 @click.option("--wait-timeout", type=float, default=600.0, help="seconds --wait waits at most")
 @command
 def turn(ctx: Ctx, ref: str, text: str | None, wait: bool, wait_timeout: float) -> None:
-    """Run a stream-mode turn with TEXT; --wait waits for its end and shows its events."""
+    """Run a stream-mode turn with TEXT; --wait shows its output as it comes and waits for its
+    end (exit 3 when it failed or was interrupted)."""
     if text is None and not wait:
         raise RoostError(
             "bad-request", "give TEXT to start a turn, or --wait to wait for one", {"field": "text"}
@@ -30,31 +29,19 @@ def turn(ctx: Ctx, ref: str, text: str | None, wait: bool, wait_timeout: float) 
     if text is not None:
         doc = ctx.call("session.turn", {"id": ref, "text": text}, timeout=60.0)
         if not wait:
-            _print(ctx, doc, f"turn {doc.get('turn')} accepted (event {doc.get('seq')})")
+            _print(ctx, doc, accepted_text(f"turn {doc.get('turn')}", doc))
             return
-    ended = _wait(ctx, ref, doc.get("turn"), wait_timeout)
-    events = ctx.call("events.since", {"id": ref, "after": 0, "limit": 5000})["events"]
-    turn_id = ended["turn"]["id"]
-    doc.update(ended, events=[e for e in events if (e.get("data") or {}).get("turn") == turn_id])
+    with ctx.client() as client:
+        if doc.get("turn"):
+            rid = doc.get("record") or client.call("session.show", {"id": ref})["record"]["id"]
+            turn_id, after = doc["turn"], int(doc.get("seq") or 1) - 1
+        else:  # the latest turn of the record
+            latest = client.call("session.turn.wait", {"id": ref, "timeout_ms": 0})["turn"]
+            rid, turn_id, after = latest["record"], latest["id"], 0
+        doc.update(turns.follow(ctx, client, rid, turn_id, after, wait_timeout))
     if ctx.json:
         emit_json(doc)
-        return
-    for event in doc["events"]:
-        data = event["data"]
-        shown = data.get("text") or data.get("content") or data.get("name") or data.get("status")
-        console.print(f"{event['kind']:<20} {shown}", markup=False)
-    console.print(f"turn {turn_id}: {ended['turn']['state']}")
-
-
-def _wait(ctx: Ctx, ref: str, turn_id: str | None, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        body = {"id": ref, "timeout_ms": WAIT_SLICE_MS, **({"turn": turn_id} if turn_id else {})}
-        reply = ctx.call("session.turn.wait", body, timeout=WAIT_SLICE_MS / 1000 + 15, op="")
-        if reply["ended"]:
-            return reply
-        if time.monotonic() > deadline:
-            raise RoostError("timeout", "the turn has not ended yet", {"turn": reply["turn"]})
+    turns.finish(ctx, doc)
 
 
 def _print(ctx: Ctx, doc: dict[str, Any], text: str) -> None:
@@ -63,11 +50,15 @@ def _print(ctx: Ctx, doc: dict[str, Any], text: str) -> None:
 
 @click.command("op")
 @click.argument("op_id", metavar="OPID")
-@command
+@reader
 def op(ctx: Ctx, op_id: str) -> None:
     """Look up an operation id: accepted, terminal (with its result), interrupted or unknown."""
     doc = ctx.call("operation.lookup", {"op": op_id}, op="")
-    _print(ctx, doc, f"{op_id}: {doc['state']}" + (f" {doc['result']}" if doc["result"] else ""))
+    _print(
+        ctx,
+        doc,
+        f"{op_id}: {doc['state']}" + (f" {compact(doc['result'])}" if doc["result"] else ""),
+    )
 
 
 @click.command()
@@ -75,7 +66,7 @@ def op(ctx: Ctx, op_id: str) -> None:
 @click.option("--lease-ms", type=int, default=30_000, help="lease length; renew before it lapses")
 @click.option("--take-over", is_flag=True, help="fence the current holder's grant")
 @click.option("--renew", default="", help="renew this grant instead of claiming anew")
-@command
+@reader
 def claim(ctx: Ctx, ref: str, lease_ms: int, take_over: bool, renew: str) -> None:
     """Claim a session for control: others' mutating requests are refused while it lasts."""
     doc = ctx.call(
@@ -94,7 +85,7 @@ def claim(ctx: Ctx, ref: str, lease_ms: int, take_over: bool, renew: str) -> Non
 @click.command()
 @click.argument("ref", metavar="ID")
 @click.argument("grant_id", metavar="GRANT")
-@command
+@reader
 def release(ctx: Ctx, ref: str, grant_id: str) -> None:
     """Release a claim."""
     doc = ctx.call("session.release", {"id": ref, "grant": grant_id})

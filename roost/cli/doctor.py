@@ -22,7 +22,7 @@ from typing import Any
 import click
 
 from roost.broker.errors import RoostError
-from roost.cli.context import Ctx, command
+from roost.cli.context import Ctx, reader
 from roost.cli.output import emit_json
 from roost.config import VENDORS, load
 
@@ -183,7 +183,7 @@ def _permission(path: Path, allowed: int) -> Finding | None:
 
 
 @click.command()
-@command
+@reader
 def doctor(ctx: Ctx) -> None:
     """Check the config file, the node, each provider CLI and the state directory's
     permissions; each finding says what to do. Exits 1 when something is broken."""

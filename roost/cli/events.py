@@ -17,15 +17,16 @@ import click
 
 from roost.broker.client import Client, EventStream
 from roost.broker.errors import RoostError
-from roost.cli.context import Ctx, command
+from roost.cli.context import Ctx, command, reader
 from roost.cli.liveness import RETRY_FOR_S, Liveness
-from roost.cli.output import console, emit_json
+from roost.cli.output import compact, console, emit_json
 
 
 def _line(event: dict[str, Any]) -> str:
     ts = datetime.datetime.fromtimestamp(event["ts"]).strftime("%H:%M:%S")
     who = event.get("record") or "node"
-    return f"{event['seq']:>6} {ts} {event['kind']:<20} {who:<12} {event.get('data') or ''}"
+    data = event.get("data")
+    return f"{event['seq']:>6} {ts} {event['kind']:<20} {who:<12} {compact(data) if data else ''}"
 
 
 @click.command()
@@ -40,7 +41,7 @@ def _line(event: dict[str, Any]) -> str:
     show_default=True,
     help="--follow: seconds the node (or hub) may be unreachable before it fails unavailable",
 )
-@command
+@reader
 def events(
     ctx: Ctx, after: int, ref: str | None, limit: int, follow: bool, retry_for: float
 ) -> None:
@@ -165,7 +166,7 @@ def workspace() -> None:
 @workspace.command("add")
 @click.argument("path", type=click.Path(exists=True, file_okay=False, resolve_path=True))
 @click.option("--name", help="a short name to use with spawn --cwd")
-@command
+@command(op=False)
 def workspace_add(ctx: Ctx, path: str, name: str | None) -> None:
     """Register PATH; a registered PATH given another --name is renamed."""
     doc = ctx.call("workspace.add", {"path": path, "name": name})
@@ -179,7 +180,7 @@ def workspace_add(ctx: Ctx, path: str, name: str | None) -> None:
 
 
 @workspace.command("ls")
-@command
+@reader
 def workspace_ls(ctx: Ctx) -> None:
     doc = ctx.call("workspace.list")
     if ctx.json:

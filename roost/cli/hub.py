@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from roost.broker.locate import private_dir, read_node_info
-from roost.cli.context import Ctx, command
+from roost.cli.context import Ctx, reader
 from roost.cli.node import STOP_TIMEOUT, _alive, launch_detached
 from roost.cli.output import console, emit_json
 
@@ -31,7 +31,7 @@ def hub() -> None:
     type=int,
     help="the port of the hub's event endpoint (default: the --listen port + 1)",
 )
-@command
+@reader
 def up(ctx: Ctx, listen: str, events_port: int | None) -> None:
     """Start the hub in the background; returns once it serves."""
     state_dir = private_dir(ctx.state_dir)
@@ -59,7 +59,7 @@ def _nodes(doc: dict[str, Any]) -> None:
 
 
 @hub.command("status")
-@command
+@reader
 def status(ctx: Ctx) -> None:
     """The hub's incarnation, pid, uptime and the nodes linked to it."""
     doc = ctx.call("hub.status", target="hub")
@@ -71,7 +71,7 @@ def status(ctx: Ctx) -> None:
 
 
 @hub.command("nodes")
-@command
+@reader
 def nodes(ctx: Ctx) -> None:
     """The nodes linked to the hub now."""
     doc = ctx.call("hub.nodes", target="hub")
@@ -79,7 +79,7 @@ def nodes(ctx: Ctx) -> None:
 
 
 @hub.command("stop")
-@command
+@reader
 def stop(ctx: Ctx) -> None:
     """Stop the hub (nodes and their sessions run on, and link again when a hub is back)."""
     if ctx.remote is not None:  # over the network: asked, not watched

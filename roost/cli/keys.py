@@ -10,7 +10,7 @@ import click
 
 from roost.broker import keys as k
 from roost.broker.errors import RoostError
-from roost.cli.context import Ctx, command
+from roost.cli.context import Ctx, reader
 from roost.cli.output import console, emit_json
 
 
@@ -29,7 +29,7 @@ def keys() -> None:
     help="write a client key pair to this file (0600) instead of the node's",
 )
 @click.option("--force", is_flag=True, help="replace the node's existing key pair")
-@command
+@reader
 def new(ctx: Ctx, client_file: str | None, force: bool) -> None:
     """Make the node's key pair (or, with --client FILE, a client's)."""
     if client_file:
@@ -47,7 +47,7 @@ def new(ctx: Ctx, client_file: str | None, force: bool) -> None:
 
 
 @keys.command("show")
-@command
+@reader
 def show(ctx: Ctx) -> None:
     """The node's public key and the authorised client keys with their roles."""
     pair = k.node_keys(ctx.state_dir)
@@ -77,7 +77,7 @@ class KeyCommand(click.Command):
 @click.option("--role", type=click.Choice(k.ROLES), default="operator")
 @click.option("--name", default="", help="a name to revoke it by (role node: the node id)")
 @click.option("--replace", is_flag=True, help="role node: revoke the key the node id has now")
-@command
+@reader
 def allow(ctx: Ctx, public: str, role: str, name: str, replace: bool) -> None:
     """Authorise a public key, with a role. The same key again replaces its role and name; a
     node id has one key (another is refused node-id-conflict without --replace)."""
@@ -96,7 +96,7 @@ def allow(ctx: Ctx, public: str, role: str, name: str, replace: bool) -> None:
 
 @keys.command("revoke", cls=KeyCommand)
 @click.argument("ref", metavar="KEY_OR_NAME")
-@command
+@reader
 def revoke(ctx: Ctx, ref: str) -> None:
     """Stop accepting a key, or every key allowed under a name (its next message is refused)."""
     doc = k.revoke(ctx.state_dir, ref)

@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from roost.broker.errors import RoostError
-from roost.cli.context import Ctx, command
+from roost.cli.context import Ctx, reader
 
 NODE_LOGS = ("node.log", "state.log", "adapters.log")
 FOLLOW_POLL_S = 0.2
@@ -124,7 +124,7 @@ def _ordered(lines: list[str]) -> list[str]:
 @click.argument("ref", metavar="[ID]", required=False)
 @click.option("--follow", "-f", is_flag=True, help="print lines as they are appended")
 @click.option("--lines", "-n", "count", type=int, default=100, help="how many to start with")
-@command
+@reader
 def logs(ctx: Ctx, ref: str | None, follow: bool, count: int) -> None:
     """The node's log lines (node, state store, adapters), or with ID a record's supervisor
     log: time, level, event and fields; --json prints the JSON lines as they are."""

@@ -9,6 +9,7 @@ from roost.cli import completion, control, sessions
 from roost.cli.attach import attach
 from roost.cli.config import config_group
 from roost.cli.context import Remote, make_ctx
+from roost.cli.diff import diff
 from roost.cli.doctor import doctor
 from roost.cli.events import events, workspace
 from roost.cli.hub import hub as hub_group
@@ -54,6 +55,7 @@ cli.add_command(keys)
 cli.add_command(attach)
 cli.add_command(hub_group)
 cli.add_command(tui)
+cli.add_command(diff)
 for cmd in (*sessions.COMMANDS, *control.COMMANDS):
     cli.add_command(cmd)
 for cmd in (config_group, doctor, logs, completion.completion):

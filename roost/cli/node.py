@@ -18,12 +18,19 @@ from roost.broker.errors import RoostError
 from roost.broker.limits import check_limit
 from roost.broker.locate import pid_alive, private_dir, read_node_info
 from roost.broker.policy import check_node_id
-from roost.cli.context import Ctx, command
-from roost.cli.output import console, emit_json
+from roost.cli.context import Ctx, command, reader
+from roost.cli.output import console, emit_json, endpoint_text, plain
+from roost.cli.progress import Progress, waiting
 
 UP_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
 REPAIR_TIMEOUT = 600.0
+STARTING = {  # what a starting daemon is called and is busy with, for the progress note
+    "daemon": (
+        "node",
+        "it checks state.db, starts the state store and adapters, takes the sockets",
+    ),
+}
 PROBE_S = 5.0  # initialize + node.status of a node.json whose daemon looks alive
 
 
@@ -49,7 +56,7 @@ def _print_status(ctx: Ctx, doc: dict[str, Any]) -> None:
     console.print(f"node {doc['node_id']} (incarnation {doc['incarnation']}, pid {doc['pid']})")
     console.print(f"  state dir: {doc['state_dir']}")
     for name, ep in doc["endpoints"].items():
-        console.print(f"  {name}: {ep}")
+        console.print(f"  {name}: {endpoint_text(name, ep)}")
     if refused := (doc["endpoints"].get("hub") or {}).get("refused"):
         console.print(
             f"  hub link REFUSED: {refused['code']}: {refused['message']} "
@@ -63,7 +70,8 @@ def _print_status(ctx: Ctx, doc: dict[str, Any]) -> None:
                 looked = f"no {info.get('looked_for')} on PATH"
             console.print(f"  {address:<28} {'missing':<10} {looked}")
             continue
-        console.print(f"  {address:<28} {health:<10} pid {info.get('pid')}")
+        pid = f"pid {info['pid']}" if info.get("pid") else ""
+        console.print(f"  {address:<28} {health:<10} {pid}".rstrip())
     if doc.get("records"):
         counts = ", ".join(f"{n} {s}" for s, n in sorted(doc["records"].items()))
         console.print(f"  records: {counts}")
@@ -80,7 +88,7 @@ def _print_status(ctx: Ctx, doc: dict[str, Any]) -> None:
         )
 
 
-def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
+def _read_line(proc: subprocess.Popen[bytes], timeout: float, progress: Progress) -> dict[str, Any]:
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     buf = b""
@@ -88,7 +96,8 @@ def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise RoostError("timeout", "the node did not report ready in time; see its log")
-        ready, _, _ = select.select([proc.stdout], [], [], remaining)
+        progress.tick()
+        ready, _, _ = select.select([proc.stdout], [], [], min(remaining, 0.25))
         if ready:
             chunk = os.read(proc.stdout.fileno(), 4096)
             if not chunk:
@@ -112,9 +121,12 @@ def launch_detached(argv: list[str], logs: Path, name: str) -> dict[str, Any]:
             start_new_session=True,
             close_fds=True,
         )
+    label, doing = STARTING.get(name, (name, ""))
+    progress = Progress(f"the {label} (pid {proc.pid}) to start" + (f": {doing}" if doing else ""))
     try:
-        line = _read_line(proc, UP_TIMEOUT)
+        line = _read_line(proc, UP_TIMEOUT, progress)
     finally:
+        progress.done()
         assert proc.stdout is not None
         proc.stdout.close()
     if "error" in line:
@@ -133,7 +145,7 @@ def launch_detached(argv: list[str], logs: Path, name: str) -> dict[str, Any]:
 @click.option("--hub", "hub_ep", help="dial out to a hub at tcp://ADDRESS:PORT (CURVE)")
 @click.option("--hub-key", help="the hub's CURVE public key (roost keys show, on the hub)")
 @click.option("--no-hub", is_flag=True, help="forget the hub this node linked to before")
-@command
+@reader
 def up(
     ctx: Ctx,
     node_id: str | None,
@@ -204,14 +216,16 @@ def _check_hub(
 
 @node.command("stop")
 @click.option("--stop-sessions", is_flag=True, help="stop live sessions first")
-@command
+@command(op=False)
 def stop(ctx: Ctx, stop_sessions: bool) -> None:
     """Stop the daemon; live sessions keep running unless --stop-sessions."""
     info = read_node_info(ctx.state_dir)
     reply = ctx.call("node.shutdown", {"stop_sessions": stop_sessions}, timeout=60.0)
     deadline = time.monotonic() + STOP_TIMEOUT
-    while _alive(info.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    with waiting(f"the node (pid {info.pid}) to exit") as progress:
+        while _alive(info.pid) and time.monotonic() < deadline:
+            progress.tick()
+            time.sleep(0.05)  # polling a pid that has no other way to say it exited
     doc = {**reply, "node_id": info.node_id, "pid": info.pid, "stopped": not _alive(info.pid)}
     if ctx.json:
         emit_json(doc)
@@ -223,7 +237,7 @@ _alive = pid_alive  # roost.cli.hub waits on it too
 
 
 @node.command("status")
-@command
+@reader
 def status(ctx: Ctx) -> None:
     """Node id, incarnation, pid, endpoints, actors and their health."""
     _print_status(ctx, ctx.call("node.status"))
@@ -231,7 +245,7 @@ def status(ctx: Ctx) -> None:
 
 @node.command("repair")
 @click.option("--node-id", help="the node id, when the damaged file no longer holds it")
-@command
+@reader
 def repair(ctx: Ctx, node_id: str | None) -> None:
     """Salvage a damaged state.db (refused by `node up` with durable-state-damaged) into a new
     file; the damaged one is kept beside it as state.db.damaged-<time>. The node must be
@@ -262,7 +276,8 @@ def repair(ctx: Ctx, node_id: str | None) -> None:
     for table, kept in doc["tables"].items():
         lost = kept.get("unreadable") or []
         console.print(
-            f"  {table:<10} {kept['kept']:>8} rows kept, {len(lost)} unreadable ranges {lost}"
+            f"  {table:<10} {kept['kept']:>8} rows kept, {len(lost)} unreadable ranges "
+            + ", ".join("-".join(plain(end) for end in span) for span in lost)
         )
 
 
@@ -270,7 +285,7 @@ def repair(ctx: Ctx, node_id: str | None) -> None:
 @click.option("--lease-ms", type=int, default=30_000, help="lease length; renew before it lapses")
 @click.option("--take-over", is_flag=True, help="fence the current holder's grant")
 @click.option("--renew", default="", help="renew this grant instead of claiming anew")
-@command
+@reader
 def claim(ctx: Ctx, lease_ms: int, take_over: bool, renew: str) -> None:
     """Take the node's controller lease: while it lasts, others may not spawn, add workspaces
     or stop the node without its grant (--grant G or ROOST_GRANT)."""
@@ -283,7 +298,7 @@ def claim(ctx: Ctx, lease_ms: int, take_over: bool, renew: str) -> None:
 
 @node.command("release")
 @click.argument("grant_id", metavar="GRANT")
-@command
+@reader
 def release(ctx: Ctx, grant_id: str) -> None:
     """Release the node's controller lease."""
     doc = ctx.call("node.release", {"grant": grant_id})

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from roost.broker.errors import RoostError
+from roost.cli.table import Column, render
 
 # No markup: what is printed is data (keys hold "[" and "]", screens hold anything).
 console = Console(highlight=False, soft_wrap=True, markup=False)
@@ -36,34 +37,69 @@ def fail(err: RoostError, as_json: bool) -> None:
     sys.exit(1)
 
 
-def records_table(records: Iterable[dict[str, Any]]) -> Table:
-    """One row a record; through a hub, led by the node that holds it."""
+RECORD_COLUMNS = (
+    Column("ID"),
+    Column("NAME", shrink=True, floor=7),
+    Column("PROVIDER"),
+    Column("MODE", drop=2),
+    Column("STATE", shrink=True, floor=10),
+    Column("GEN", drop=1),
+    Column("PROVIDER SESSION"),
+)
+
+
+def records_table(records: Iterable[dict[str, Any]], width: int | None = None) -> str:
+    """One row a record; through a hub, led by the node that holds it. Only names and states
+    give way to ``width``: ids and provider session ids are printed whole."""
     records = list(records)
     nodes = any("node" in rec for rec in records)
-    table = Table(box=None, pad_edge=False)
-    columns = ("ID", "NAME", "PROVIDER", "MODE", "STATE", "GEN", "PROVIDER SESSION")
-    for col in ("NODE", *columns) if nodes else columns:
-        table.add_column(col)
+    columns = (Column("NODE"), *RECORD_COLUMNS) if nodes else RECORD_COLUMNS
+    rows = []
     for rec in records:
         state = rec["state"] + (f" ({rec['attention']})" if rec.get("attention") else "")
-        table.add_row(
-            *([rec.get("node") or "-"] if nodes else []),
-            rec["id"],
-            rec.get("name") or "-",
-            rec["provider"],
-            rec["mode"],
-            state,
-            str(rec["generation"]),
-            rec.get("provider_session") or "-",
+        rows.append(
+            [
+                *([rec.get("node") or "-"] if nodes else []),
+                rec["id"],
+                printable(rec.get("name") or "-"),
+                rec["provider"],
+                rec["mode"],
+                state,
+                str(rec["generation"]),
+                rec.get("provider_session") or "-",
+            ]
         )
-    return table
+    return render(columns, rows, width)
+
+
+def printable(text: str) -> str:
+    """A value shown on one line: control characters as ``?``."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
+
+
+def exit_text(last: dict[str, Any]) -> str:
+    """``last_exit`` in words: an exit code, a signal, a loss or a launch error."""
+    if "lost" in last:
+        return f"lost ({last['lost']})"
+    if isinstance(err := last.get("error"), dict):
+        return f"failed to start: {err.get('code')}: {err.get('message')}"
+    if last.get("signal"):
+        number = int(last["signal"])
+        try:
+            name = f" ({signal.Signals(number).name})"
+        except ValueError:
+            name = ""
+        return f"killed by signal {number}{name}"
+    if last.get("code") is not None:
+        return f"exited with code {last['code']}"
+    return ", ".join(f"{k} {v}" for k, v in sorted(last.items()) if v is not None) or "-"
 
 
 def record_lines(rec: dict[str, Any]) -> list[str]:
     active = rec.get("active") or {}
     lines = [
         f"id:               {rec['id']}",
-        f"name:             {rec.get('name') or '-'}",
+        f"name:             {printable(rec.get('name') or '-')}",
         f"provider:         {rec['provider']} ({rec['mode']})",
         f"state:            {rec['state']}"
         + (f" ({rec['attention']})" if rec.get("attention") else ""),
@@ -71,11 +107,48 @@ def record_lines(rec: dict[str, Any]) -> list[str]:
         f"provider session: {rec.get('provider_session') or '-'}",
         f"cwd:              {rec['cwd']}",
     ]
-    if active:
-        lines.append(f"supervisor pid:   {active.get('pid')}  agent pid: {active.get('agent_pid')}")
+    if worktree := rec.get("worktree"):
+        lines.append(
+            f"worktree:         branch {worktree['branch']} of {worktree['repo']} "
+            f"(base {str(worktree['base'])[:12]})"
+        )
+    if active.get("pid"):
+        agent = f"  agent pid: {active['agent_pid']}" if active.get("agent_pid") else ""
+        lines.append(f"supervisor pid:   {active['pid']}{agent}")
     if rec.get("last_exit"):
-        lines.append(f"last exit:        {rec['last_exit']}")
+        lines.append(f"last exit:        {exit_text(rec['last_exit'])}")
     return lines
+
+
+def plain(value: Any) -> str:
+    """A value as words, not a Python repr: maps as ``key value, ...``, lists comma-separated."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {plain(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(plain(v) for v in value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return "-" if value is None else str(value)
+
+
+def endpoint_text(name: str, endpoint: Any) -> str:
+    """One line of ``node status``'s endpoints; a hub link says whether it is up."""
+    if name == "hub" and isinstance(endpoint, dict):
+        linked = "linked" if endpoint.get("linked") else "NOT linked"
+        return f"{endpoint.get('endpoint')} ({linked})"
+    return plain(endpoint)
+
+
+def compact(value: Any) -> str:
+    """Structured data on one line, as JSON (event data, operation results)."""
+    return json.dumps(value, default=_default, ensure_ascii=False, sort_keys=True)
+
+
+def accepted_text(what: str, doc: dict[str, Any]) -> str:
+    """``prompt accepted (event 12)``; a repeated operation says it was the first outcome."""
+    seq = f" (event {doc['seq']})" if doc.get("seq") is not None else ""
+    again = f", already, under operation {doc['op']['id']}" if doc.get("duplicate") else ""
+    return f"{what} accepted{seq}{again}"
 
 
 def show(doc: dict[str, Any], as_json: bool, text: Callable[[dict[str, Any]], None]) -> None:

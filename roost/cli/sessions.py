@@ -10,9 +10,11 @@ from typing import Any
 import click
 
 from roost.broker.errors import RoostError
-from roost.cli.context import Ctx, command
-from roost.cli.output import console, emit_json, record_lines, records_table
+from roost.cli.context import WAITING, Ctx, command, reader
+from roost.cli.output import accepted_text, console, emit_json, record_lines, records_table
+from roost.cli.progress import waiting
 from roost.cli.readiness import READY_TIMEOUT_S, wait_ready
+from roost.cli.table import terminal_width
 from roost.config import load
 
 SIZE_RE = re.compile(r"^(\d+)x(\d+)$")
@@ -65,8 +67,11 @@ def _known(rec: dict[str, Any]) -> str:
 
 def _launched(ctx: Ctx, method: str, body: dict[str, Any], verb: str, ready: float | None) -> None:
     """Spawn or resume; with ``ready`` (--wait-ready) also wait for ready, attention or exit."""
-    with ctx.client() as client:
-        doc = client.call(method, body, timeout=60.0, op=ctx.op, grant=ctx.grant)
+    with ctx.client() as client, waiting(WAITING[method]) as progress:
+        doc = client.call(
+            method, body, timeout=60.0, op=ctx.op, grant=ctx.grant, on_wait=progress.tick
+        )
+        progress.done()
         if ready is not None:
             doc = {**doc, "record": wait_ready(client, doc["record"], ready), "ready": True}
     _record_out(ctx, doc, verb)
@@ -96,6 +101,15 @@ READY_TIMEOUT = click.option(
 @click.option("--mode", type=click.Choice(["pty", "stream"]), help="default pty, or spawn.mode")
 @WAIT_READY
 @READY_TIMEOUT
+@click.option(
+    "--worktree",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[BRANCH]",
+    help="run in a new git worktree of --cwd's repository, on a new branch BRANCH from HEAD "
+    "(default roost/<name>)",
+)
 @command
 def spawn(
     ctx: Ctx,
@@ -107,6 +121,7 @@ def spawn(
     mode: str | None,
     wait_ready_: bool,
     ready_timeout: float,
+    worktree: str | None,
 ) -> None:
     """Start a live session of PROVIDER (echo, claude, codex, kimi). The config file's [spawn]
     mode, size and env are the defaults of --mode, --size and --env.
@@ -125,11 +140,13 @@ def spawn(
         "mode": mode or defaults.spawn_mode()[0],
         **_size(size or defaults.spawn_size()[0]),
     }
+    if worktree is not None:
+        body["worktree"] = worktree or True
     _launched(ctx, "session.spawn", body, "spawned", ready_timeout if wait_ready_ else None)
 
 
 @click.command("ls")
-@command
+@reader
 def ls(ctx: Ctx) -> None:
     """The records: id, name, provider, mode, state, generation, provider session id."""
     doc = ctx.call("session.list")
@@ -139,7 +156,7 @@ def ls(ctx: Ctx) -> None:
     if not doc["records"]:
         console.print("no records")
     else:
-        console.print(records_table(doc["records"]))
+        click.echo(records_table(doc["records"], terminal_width()))
     for node, code in sorted((doc.get("unanswered") or {}).items()):  # through a hub
         click.echo(f"node {node} did not answer: {code}", err=True)
 
@@ -147,7 +164,7 @@ def ls(ctx: Ctx) -> None:
 @click.command()
 @click.argument("ref", metavar="ID")
 @click.option("--screen", is_flag=True, help="include the session's current screen")
-@command
+@reader
 def show(ctx: Ctx, ref: str, screen: bool) -> None:
     """A record, and with --screen the session's visible screen."""
     doc = ctx.call("session.show", {"id": ref, "screen": screen})
@@ -169,7 +186,7 @@ def _accepted(ctx: Ctx, doc: dict[str, Any], what: str) -> None:
     if ctx.json:
         emit_json(doc)
     else:
-        console.print(f"{what} accepted (event {doc.get('seq')})")
+        console.print(accepted_text(what, doc))
 
 
 @click.command()
@@ -224,7 +241,12 @@ def rename(ctx: Ctx, ref: str, name: str) -> None:
 @command
 def stop(ctx: Ctx, ref: str, grace_ms: int) -> None:
     """Stop the live session; the record becomes dormant, its provider session id kept."""
-    doc = ctx.call("session.stop", {"id": ref, "grace_ms": grace_ms}, timeout=grace_ms / 1000 + 30)
+    doc = ctx.call(
+        "session.stop",
+        {"id": ref, "grace_ms": grace_ms},
+        timeout=grace_ms / 1000 + 30,
+        waiting=f"{ref} to stop (SIGTERM; SIGKILL after {grace_ms / 1000:g} s)",
+    )
     _record_out(ctx, doc, "stopped")
 
 
@@ -242,18 +264,30 @@ def resume(ctx: Ctx, ref: str, wait_ready_: bool, ready_timeout: float) -> None:
 
 @click.command()
 @click.argument("ref", metavar="ID")
+@click.option(
+    "--remove-worktree",
+    is_flag=True,
+    help="also remove its git worktree; refused while the worktree has uncommitted changes",
+)
 @command
-def forget(ctx: Ctx, ref: str) -> None:
-    """Delete a record that is not live."""
-    doc = ctx.call("session.forget", {"id": ref})
-    emit_json(doc) if ctx.json else console.print(f"forgot {doc['record']['id']}")
+def forget(ctx: Ctx, ref: str, remove_worktree: bool) -> None:
+    """Delete a record that is not live (its worktree stays unless --remove-worktree)."""
+    doc = ctx.call("session.forget", {"id": ref, "remove_worktree": remove_worktree})
+    if ctx.json:
+        emit_json(doc)
+        return
+    console.print(f"forgot {doc['record']['id']}")
+    if removed := doc.get("worktree"):
+        console.print(f"removed the worktree {removed['path']}; branch {removed['branch']} kept")
+    elif kept := doc["record"].get("worktree"):
+        console.print(f"the worktree {kept['path']} (branch {kept['branch']}) is kept")
 
 
 @click.command()
 @click.argument("ref", metavar="ID")
 @click.option("--offset", type=int, default=0, help="byte offset to read from")
 @click.option("--limit", type=int, default=65536)
-@command
+@reader
 def transcript(ctx: Ctx, ref: str, offset: int, limit: int) -> None:
     """The session's raw terminal output, from a byte offset."""
     doc = ctx.call("session.transcript", {"id": ref, "offset": offset, "limit": limit})

@@ -46,6 +46,7 @@ def tui(ctx: Ctx) -> None:
             "roost tui needs a terminal; `roost ls` prints the list",
             {"field": "tty"},
         )
+    ctx.quiet = True  # progress notes on stderr would draw over the dashboard
     client = ctx.client()  # a node that is not running is said now, not on a blank screen
     from roost.cli.dashboard import Dashboard  # Textual is loaded for this command only
 

@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from roost.actors.node import checkup
+from roost.actors.node import worktrees as wt
 from roost.actors.node.control import Control
 from roost.actors.node.reports import Reports
 from roost.actors.node.sessions import Sessions
@@ -29,6 +30,7 @@ from roost.adapters.registry import PROVIDERS
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.suggest import close_matches, did_you_mean
 
 log = structlog.get_logger("roost.node")
 
@@ -74,6 +76,7 @@ class NodeActor:
             "session.resume": self.resume,
             "session.forget": self.forget,
             "session.transcript": self.transcript,
+            "session.diff": self.diff,
             "events.since": self.events_since,
             "node.session.attach": self._report(reports.on_attach, locked=False),
             "node.session.exited": self._report(reports.on_exited),
@@ -215,17 +218,27 @@ class NodeActor:
         rows = f.opt_int(body, "rows", lo=2, hi=1000) or 40
         cols = f.opt_int(body, "cols", lo=2, hi=1000) or 120
         if provider not in PROVIDERS:
+            hint = did_you_mean(close_matches(provider, PROVIDERS))
             raise RoostError(
-                "unknown-provider", f"no adapter for provider {provider!r}", {"provider": provider}
+                "unknown-provider",
+                f"no adapter for provider {provider!r}{'; ' + hint if hint else ''} "
+                f"(known: {', '.join(sorted(PROVIDERS))})",
+                {"provider": provider, "known": sorted(PROVIDERS)},
             )
         if f"adapter/{provider}" not in self._registered():  # known, but its host is restarting
             raise RoostError(
                 "unavailable", f"the {provider} adapter is restarting", {"provider": provider}
             )
+        name = r.validate_name(name) if name else None
+        branch = wt.requested(body)
         cwd, workspace = await self._resolve_cwd(f.req_str(body, "cwd", max_len=4096))
+        record_id = r.new_record_id()
+        worktree = None
+        if branch is not None:  # the session runs in a new worktree of cwd's repository
+            worktree, cwd = await wt.create(cwd, branch or wt.default_branch(name, record_id))
         record = Record(
-            id=r.new_record_id(),
-            name=r.validate_name(name) if name else None,
+            id=record_id,
+            name=name,
             provider=provider,
             mode=mode,
             cwd=cwd,
@@ -233,6 +246,7 @@ class NodeActor:
             env=env,
             rows=rows,
             cols=cols,
+            worktree=worktree,
         )
         created = {
             "kind": "record.created",
@@ -240,13 +254,20 @@ class NodeActor:
             "generation": 0,
             "data": {"name": record.name, "provider": provider, "mode": mode},
         }
-        plan = await self.sessions.plan(record, env, resume=None)  # before the record exists
         row = record.to_wire()
         row["env"] = env
         row.pop("size")
-        await self.peer.call("state", "state.record.create", {"record": row, "events": [created]})
-        async with self.sessions.locks[record.id]:
-            live = await self.sessions.launch(record, env, resume=None, plan=plan)
+        try:
+            plan = await self.sessions.plan(record, env, resume=None)  # before the record exists
+            await self.peer.call(
+                "state", "state.record.create", {"record": row, "events": [created]}
+            )
+            async with self.sessions.locks[record.id]:
+                live = await self.sessions.launch(record, env, resume=None, plan=plan)
+        except RoostError:
+            if record.worktree is not None:
+                await wt.discard_unless_kept(record.worktree, self.sessions.find(record.id))
+            raise
         return {"record": live.to_wire()}
 
     async def list(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
@@ -299,10 +320,19 @@ class NodeActor:
         return {"record": live.to_wire()}
 
     async def forget(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        remove = f.opt_bool(body, "remove_worktree")
         async with self._locked(f.req_str(body, "id")) as record:
+            removed = None
+            if remove:  # only a clean worktree, and only of a record that may be forgotten
+                r.check_forget(record)
+                removed = await wt.remove(wt.of(record))
             gone = await self.sessions.forget(record)
             self.control.claims.forget(record.id)
-        return {"record": gone.to_wire(), "forgotten": True}
+        return {"record": gone.to_wire(), "forgotten": True, "worktree": removed}
+
+    async def diff(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        record, _ = await self.sessions.find(f.req_str(body, "id"))
+        return {"record": record.id, **await wt.diff(wt.of(record))}
 
     async def forward(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record, _ = await self.sessions.find(f.req_str(body, "id"))

@@ -21,7 +21,7 @@ from roost.actors.state.schema import open_db as open_db
 from roost.actors.state.schema import refuse_foreign as refuse_foreign
 from roost.broker.errors import RoostError
 
-PACKED = ("active", "last_exit", "env")
+PACKED = ("active", "last_exit", "env", "worktree")
 
 
 def _pack(value: Any) -> bytes | None:

@@ -48,6 +48,7 @@ class Record:
     attention: str | None = None
     last_exit: dict[str, Any] | None = None
     restore_policy: str = "dormant"
+    worktree: dict[str, Any] | None = None  # spawn --worktree: {repo, path, branch, base}
     env: dict[str, str] = field(default_factory=dict)
     rows: int = 40
     cols: int = 120

@@ -53,6 +53,11 @@ CREATE TABLE turns (
 CREATE INDEX turns_record ON turns(record_id, state);
 """
 
+# v3: a record may run in a git worktree of its own (spawn --worktree): {repo, path, branch, base}.
+MIGRATE_3 = """
+ALTER TABLE records ADD COLUMN worktree BLOB;
+"""
+
 
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def run(conn: sqlite3.Connection) -> None:
@@ -66,6 +71,7 @@ def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _script(SCHEMA_V1),
     2: _script(MIGRATE_2),
+    3: _script(MIGRATE_3),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -1,0 +1,185 @@
+"""The CLI's text output (issue 11, rough edges 10 and 11): no Python reprs, `ls` never cuts a
+provider session id, headers never wrap, ``--op``/``--grant`` only where they mean something,
+``did you mean``, and progress notes that keep stdout clean."""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from roost.cli import table
+from roost.cli.main import cli
+from roost.cli.output import accepted_text, endpoint_text, exit_text, record_lines, records_table
+from roost.cli.progress import Progress
+from roost.suggest import close_matches, did_you_mean
+
+SID = "58c38583-bc4a-4105-9b3e-7a6e0d2ae547"
+REPR = re.compile(r"\{'|None|True|False|\[\]")
+
+
+def record(**kw: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "id": "r3f9a1c2b7e",
+        "name": "shepherd",
+        "provider": "claude",
+        "mode": "stream",
+        "state": "dormant",
+        "attention": None,
+        "generation": 2,
+        "provider_session": SID,
+        "cwd": "/home/ada/src/app",
+        "active": None,
+        "last_exit": None,
+        "worktree": None,
+    }
+    rec.update(kw)
+    return rec
+
+
+def test_ls_at_80_columns_keeps_the_session_id_whole_and_the_header_on_one_line() -> None:
+    long_name = "a rather long display name that people give their sessions " * 2
+    rows = [
+        record(name=long_name, state="attention", attention="trust-prompt"),
+        record(id="r0000000001", name="b"),
+    ]
+    out = records_table(rows, width=80).splitlines()
+    assert out[0].split() == ["ID", "NAME", "PROVIDER", "STATE", "PROVIDER", "SESSION"]
+    assert all(SID in line for line in out[1:])  # whole, on the row's own line
+    assert "…" in out[1]  # the name gave way, then the generation and the mode
+    assert len(out) == 3
+    assert max(len(line) for line in out) <= 80
+    wide = records_table(rows, width=100).splitlines()[0].split()
+    assert wide == ["ID", "NAME", "PROVIDER", "MODE", "STATE", "GEN", "PROVIDER", "SESSION"]
+
+
+def test_ls_off_a_terminal_cuts_nothing() -> None:
+    long_name = "n" * 150
+    out = records_table([record(name=long_name)], width=None).splitlines()
+    assert long_name in out[1] and SID in out[1]
+
+
+def test_table_counts_wide_characters_as_two_cells() -> None:
+    text = table.render([table.Column("A", shrink=True), table.Column("B")], [["日本語", "x"]], 6)
+    assert text.splitlines()[1].endswith("x")
+
+
+def test_show_has_no_python_reprs() -> None:
+    lines = record_lines(
+        record(
+            state="live",
+            active={"pid": 4242, "agent_pid": None},
+            last_exit={"code": None, "signal": 15},
+        )
+    )
+    text = "\n".join(lines)
+    assert not REPR.search(text), text
+    assert "killed by signal 15 (SIGTERM)" in text
+    assert "supervisor pid:   4242" in text and "agent pid" not in text
+
+
+@pytest.mark.parametrize(
+    ("last", "said"),
+    [
+        ({"code": 0, "signal": None}, "exited with code 0"),
+        ({"lost": "supervisor-gone"}, "lost (supervisor-gone)"),
+        (
+            {"error": {"code": "launch-failed", "message": "no"}},
+            "failed to start: launch-failed: no",
+        ),
+    ],
+)
+def test_last_exit_in_words(last: dict[str, Any], said: str) -> None:
+    assert exit_text(last) == said
+
+
+def test_accepted_without_a_sequence_number_says_no_none() -> None:
+    assert accepted_text("prompt", {"accepted": True, "seq": 12}) == "prompt accepted (event 12)"
+    repeated = accepted_text("prompt", {"seq": None, "duplicate": True, "op": {"id": "op-1"}})
+    assert "None" not in repeated and "op-1" in repeated
+
+
+def test_endpoints_in_words() -> None:
+    assert endpoint_text("hub", {"endpoint": "tcp://h:1", "linked": True}) == "tcp://h:1 (linked)"
+    net = endpoint_text("network", {"router": "tcp://a:1", "curve": True})
+    assert net == "router tcp://a:1, curve yes"
+
+
+READ_ONLY = [
+    ["ls"],
+    ["show"],
+    ["transcript"],
+    ["events"],
+    ["diff"],
+    ["op"],
+    ["node", "status"],
+    ["node", "up"],
+    ["workspace", "ls"],
+    ["keys", "show"],
+    ["hub", "status"],
+    ["doctor"],
+    ["config", "show"],
+    ["logs"],
+    ["completion"],
+]
+
+
+@pytest.mark.parametrize("args", READ_ONLY, ids=" ".join)
+def test_read_only_commands_offer_no_op_nor_grant(args: list[str]) -> None:
+    out = CliRunner().invoke(cli, [*args, "--help"]).output
+    assert "--json" in out and "--op" not in out and "--grant" not in out
+
+
+@pytest.mark.parametrize(
+    "args", [["prompt"], ["stop"], ["forget"], ["turn"], ["spawn"]], ids=" ".join
+)
+def test_mutating_commands_offer_op_and_grant(args: list[str]) -> None:
+    out = CliRunner().invoke(cli, [*args, "--help"]).output
+    assert "--op" in out and "--grant" in out
+
+
+def test_did_you_mean() -> None:
+    assert close_matches("ecoh", ["echo", "claude", "codex", "kimi"]) == ["echo"]
+    assert close_matches("Shepherd", ["shepherd", "r3f9a1c2b7e"])[0] == "shepherd"
+    assert close_matches("r3f9a1c2", ["r3f9a1c2b7e"]) == ["r3f9a1c2b7e"]  # a cut-off id
+    assert close_matches("zzz", ["echo"]) == []
+    assert did_you_mean(["a", "b"]) == "did you mean 'a' or 'b'?"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_says_nothing_for_a_second_then_one_plain_line_off_a_terminal() -> None:
+    clock, out = FakeClock(), io.StringIO()
+    progress = Progress("the session to stop", out, clock=clock)
+    clock.now = 0.9
+    progress.tick()
+    assert out.getvalue() == ""
+    for clock.now in (1.0, 2.0, 3.0):
+        progress.tick()
+    progress.done()
+    assert out.getvalue() == "roost: waiting for the session to stop\n"
+
+
+def test_progress_on_a_terminal_counts_and_is_erased() -> None:
+    clock, out = FakeClock(), Tty()
+    progress = Progress("the node to start", out, clock=clock)
+    for clock.now in (1.2, 1.7, 2.1):
+        progress.tick()
+    progress.done()
+    text = out.getvalue()
+    assert "waiting for the node to start (1 s)" in text and "(2 s)" in text
+    assert text.count("(1 s)") == 1 and text.endswith("\r\x1b[K")
