@@ -41,6 +41,8 @@ CODES: dict[str, str] = {
     "no-worktree": "the record has no worktree",
     "node-running": "a node already serves this state directory",
     "node-not-running": "no node serves this state directory",
+    "no-systemd": "this machine does not run systemd (no systemctl): install the unit by hand",
+    "service-failed": "writing, reloading or enabling the systemd unit failed",
     "busy": "the node is accepting or cleaning up a turn; try again",
     "insecure-listen": "a non-loopback endpoint needs CURVE keys and authorised clients",
     "not-claimed": "another client holds a claim on this session",

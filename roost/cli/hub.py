@@ -15,7 +15,7 @@ import click
 
 from roost.broker.locate import private_dir, read_node_info
 from roost.cli.context import Ctx, reader
-from roost.cli.node import STOP_TIMEOUT, _alive, launch_detached
+from roost.cli.node import STOP_TIMEOUT, _alive, launch_detached, run_in_foreground
 from roost.cli.output import console, emit_json
 
 
@@ -31,13 +31,21 @@ def hub() -> None:
     type=int,
     help="the port of the hub's event endpoint (default: the --listen port + 1)",
 )
+@click.option(
+    "--foreground",
+    is_flag=True,
+    help="run the hub in this process (a service manager's main process; see deploy/)",
+)
 @reader
-def up(ctx: Ctx, listen: str, events_port: int | None) -> None:
-    """Start the hub in the background; returns once it serves."""
+def up(ctx: Ctx, listen: str, events_port: int | None, foreground: bool) -> None:
+    """Start the hub in the background; returns once it serves. --foreground runs it in this
+    process instead (systemd's Type=notify: it says READY=1 once it serves)."""
     state_dir = private_dir(ctx.state_dir)
     argv = [sys.executable, "-m", "roost.actors.hub", "--state-dir", str(state_dir)]
     if events_port is not None:
         argv += ["--events-port", str(events_port)]
+    if foreground:
+        run_in_foreground([*argv, "--listen", listen])
     line = launch_detached([*argv, "--listen", listen], private_dir(state_dir / "logs"), "hub")
     if ctx.json:
         emit_json(line)

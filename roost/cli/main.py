@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from roost import __version__
-from roost.cli import completion, control, sessions
+from roost.cli import completion, control, install, sessions
 from roost.cli.attach import attach
 from roost.cli.config import config_group
 from roost.cli.context import Remote, make_ctx
@@ -48,6 +48,8 @@ def cli(
     ctx.obj.node = node_id or ""
 
 
+node.add_command(install.node_install)
+hub_group.add_command(install.hub_install)
 cli.add_command(node)
 cli.add_command(events)
 cli.add_command(workspace)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -110,6 +110,14 @@ def _read_line(proc: subprocess.Popen[bytes], timeout: float, progress: Progress
         raise RoostError("internal", "the node exited during startup; see its log") from None
 
 
+def run_in_foreground(argv: list[str]) -> NoReturn:
+    """Become the daemon (same pid: a service manager's main process); its ready or error line
+    goes to stdout, its readiness to systemd (sd_notify) when it runs under one."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(argv[0], argv)
+
+
 def launch_detached(argv: list[str], logs: Path, name: str) -> dict[str, Any]:
     """Start a daemon in its own session and read the one line it announces (ready or error)."""
     with open(logs / f"{name}.stderr", "ab") as err:
@@ -145,6 +153,11 @@ def launch_detached(argv: list[str], logs: Path, name: str) -> dict[str, Any]:
 @click.option("--hub", "hub_ep", help="dial out to a hub at tcp://ADDRESS:PORT (CURVE)")
 @click.option("--hub-key", help="the hub's CURVE public key (roost keys show, on the hub)")
 @click.option("--no-hub", is_flag=True, help="forget the hub this node linked to before")
+@click.option(
+    "--foreground",
+    is_flag=True,
+    help="run the daemon in this process (a service manager's main process; see deploy/)",
+)
 @reader
 def up(
     ctx: Ctx,
@@ -154,15 +167,24 @@ def up(
     hub_ep: str | None,
     hub_key: str | None,
     no_hub: bool,
+    foreground: bool,
 ) -> None:
     """Start the node in the background; returns once it serves. --node-id, --retain-events
-    and --hub are stored: a later plain `node up` keeps them."""
+    and --hub are stored: a later plain `node up` keeps them. --foreground runs the daemon in
+    this process instead (systemd's Type=notify: it says READY=1 once it serves)."""
     if node_id:
         check_node_id(node_id)
     if hub_ep and no_hub:
         raise RoostError("bad-request", "--hub and --no-hub together", {"field": "hub"})
     keep = None if retain_events is None else check_limit(retain_events)
     running = _running_status(ctx)
+    if running is not None and foreground:
+        raise RoostError(
+            "node-running",
+            "a node already serves this state directory; `roost node stop` it first (its "
+            "sessions keep running)",
+            {"pid": running.get("pid")},
+        )
     if running is not None:
         _check_running(running, node_id, keep)
         _check_hub(running, hub_ep, hub_key, no_hub)
@@ -181,6 +203,8 @@ def up(
         argv += [f"--hub={hub_ep}", f"--hub-key={hub_key or ''}"]  # a z85 key may start with -
     if no_hub:
         argv += ["--no-hub"]
+    if foreground:
+        run_in_foreground(argv)
     line = launch_detached(argv, logs, "daemon")
     _print_status(ctx, {**line["ready"], "already_running": False})
 
