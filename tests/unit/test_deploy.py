@@ -118,3 +118,82 @@ def test_verify_catches_a_broken_unit(tmp_path: Path) -> None:
     missing.write_text(service.render(service.UNITS[0], "/nonexistent/roost"))
     done = subprocess.run([VERIFY, "verify", str(missing)], capture_output=True, text=True)
     assert done.returncode != 0
+
+
+EXAMPLES = ROOT / "deploy" / "examples"
+COMPOSE = ROOT / "deploy" / "compose"
+
+
+@pytest.mark.parametrize(
+    "path", sorted(EXAMPLES.rglob("*.toml")), ids=lambda p: str(p.relative_to(EXAMPLES))
+)
+def test_every_example_config_file_loads(path: Path) -> None:
+    from roost import config
+
+    loaded = config.load(path, environ={})
+    assert loaded is not None
+
+
+def test_the_hub_env_file_names_the_variable_the_unit_reads() -> None:
+    lines = [
+        line
+        for line in (EXAMPLES / "hub.env").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert [line.split("=", 1)[0] for line in lines] == ["ROOST_HUB_LISTEN"]
+    assert "${ROOST_HUB_LISTEN}" in service.render(service.unit_named("roost-hub.service"))
+
+
+def roost_commands(script: str) -> list[list[str]]:
+    """The roost invocations of a shell script, one per logical line, with command substitutions
+    and variables replaced by plain words (their values do not matter to click's parsing)."""
+    logical = script.replace("\\\n", " ")
+    found = []
+    for line in logical.splitlines():
+        line = line.strip()
+        if line.startswith("#") or "roost " not in line:
+            continue
+        line = re.sub(r'"\$\([^)]*\)"|\$\([^)]*\)', "WORD", line)
+        line = re.sub(r'"\$\{?\w+\}?"|\$\{?\w+\}?', "WORD", line)
+        for cut in (" | ", " > ", " >/dev/null", " && ", " || ", " 2>&1"):
+            line = line.split(cut)[0]
+        words = shlex.split(line)
+        words = words[words.index("roost") + 1 :]
+        found.append(words)
+    return found
+
+
+def test_the_lab_entry_script_is_sh_and_runs_real_commands() -> None:
+    entry = COMPOSE / "lab-entry.sh"
+    assert subprocess.run(["sh", "-n", str(entry)], capture_output=True).returncode == 0
+    commands = roost_commands(entry.read_text())
+    assert {tuple(w for w in c if not w.startswith("-") and w != "WORD")[:2] for c in commands} >= {
+        ("keys", "new"),
+        ("keys", "show"),
+        ("keys", "allow"),
+        ("hub", "up"),
+        ("node", "up"),
+    }
+    for words in commands:
+        done = subprocess.run(
+            [str(ROOST), *words, "--help"], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, (words, done.stderr)
+
+
+def test_the_compose_lab_parses_and_runs_the_entry_script() -> None:
+    yaml = pytest.importorskip("yaml")
+    doc = yaml.safe_load((COMPOSE / "compose.yaml").read_text())
+    services = doc["services"]
+    assert set(services) == {"hub", "lab-1", "lab-2", "lab-3"}
+    assert services["hub"]["command"] == ["hub"]
+    for name in ("lab-1", "lab-2", "lab-3"):
+        assert services[name]["command"] == ["node", name]
+        assert services[name]["depends_on"] == ["hub"]
+        assert "lab:/lab" in services[name]["volumes"]
+    build = services["hub"]["build"]
+    dockerfile = (COMPOSE / build["context"] / build["dockerfile"]).resolve()
+    assert dockerfile == COMPOSE / "Dockerfile"
+    text = dockerfile.read_text()
+    assert 'ENTRYPOINT ["/usr/local/bin/lab-entry.sh"]' in text
+    assert "COPY deploy/compose/lab-entry.sh /usr/local/bin/lab-entry.sh" in text
