@@ -395,8 +395,9 @@ def test_node_stop_is_refused_busy_while_a_turn_is_being_accepted(node: Node, he
             os.kill(pid, signal.SIGCONT)
         out, err = _finish(client, 30)
     accepted = json.loads(out.decode().splitlines()[-1])
-    if "error" in accepted:  # the request met the gap itself: unavailable, and a retry succeeds
-        assert accepted["error"]["code"] == "unavailable", (out, err)
+    if "error" in accepted:  # the request met the gap itself: unavailable (or, on a loaded
+        # machine, its deadline passed while the adapter host was stopped), and a retry succeeds
+        assert accepted["error"]["code"] in ("unavailable", "timeout"), (out, err)
         accepted = node.run("turn", rid, "x")
     assert accepted["accepted"]
     done = node.run("turn", rid, "--wait")
