@@ -151,12 +151,22 @@ class Attachment:
     def fit(self) -> None:
         """Make the session's terminal the size of this one; a refusal (another client's claim)
         is said once per change and the view goes on at the session's size."""
-        cols, rows = shutil.get_terminal_size()
+        cols, rows = terminal_size()
         body = {"id": self.rid, "rows": rows, "cols": cols}
         try:
             self.call("session.resize", body, grant=self.grant)
         except RoostError as err:
             _status(self, f"not resized to {rows}x{cols}: {err.code}: {err.message}")
+
+
+def terminal_size() -> tuple[int, int]:
+    """The size of the terminal attach draws on (the tty itself: $COLUMNS and $LINES, which
+    ``shutil.get_terminal_size`` prefers, may be stale or inherited), as (cols, rows)."""
+    for fd in (sys.stdout.fileno(), sys.stdin.fileno()):
+        with contextlib.suppress(OSError, ValueError):
+            size = os.get_terminal_size(fd)
+            return size.columns, size.lines
+    return tuple(shutil.get_terminal_size())  # type: ignore[return-value]
 
 
 @contextlib.contextmanager

@@ -226,7 +226,9 @@ def test_attach_fits_the_session_to_its_window_and_gives_the_screen_back(
     and detaching left its text on the user's terminal with the prompt drawn over it."""
     rid = _spawn(up, project, "fit")
     assert _size(up, rid) == (40, 120)
-    term = Terminal(up, rid, dimensions=(20, 70))
+    # the window's own size wins over $COLUMNS/$LINES a shell (or a test runner) left behind
+    stale = {**up.env, "COLUMNS": "80", "LINES": "24"}
+    term = Terminal(up, rid, env=stale, dimensions=(20, 70))
     terminals.append(term)
     term.wait_text("echo-ready>")
     wait_for(lambda: _size(up, rid) == (20, 70), 10, "the session at the window's size")
