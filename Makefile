@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Test workers (pytest-xdist): the end-to-end tests wait on processes and sockets far more than
+# they compute, so 4 share 2 cores well; JOBS=0 runs them in this process, one after another.
+JOBS   ?= 4
 # The Node.js client's dependencies (tests/e2e/test_node_client.py); `npm ci` installs the lock file.
 NODE_STAMP := clients/node/node_modules/.installed
 
@@ -53,13 +56,13 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck $(NODE_STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(JOBS)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
 e2e: $(STAMP) $(NODE_STAMP)
-	$(BIN)/pytest -q tests/e2e
+	$(BIN)/pytest -q -n $(JOBS) tests/e2e
 
 # The real claude/codex/kimi CLIs (pinned, installed into .tools/) against the loopback model
 # stand-in; not part of `make test`. install.sh exits 3 when npm itself fails.
