@@ -33,7 +33,7 @@ def test_a_backup_taken_while_prompting_is_whole_and_restores(
     node.up("--node-id", "lab-1")
     node.run("spawn", "echo", "--name", "e", "--cwd", str(project))
     node.wait_screen("e", "echo-ready>")
-    stop, failures = threading.Event(), []
+    stop, failures = threading.Event(), list[str]()
     client = threading.Thread(target=_prompting, args=(node, "e", stop, failures))
     client.start()
     try:
