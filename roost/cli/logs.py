@@ -155,8 +155,11 @@ def _record_dir(ctx: Ctx, ref: str) -> Path:
     return sessions / rid
 
 
-def _ordered(lines: list[str]) -> list[str]:
-    """Lines of several files in time order (ISO timestamps sort as text)."""
+def _ordered(lines: list[str], merged: bool) -> list[str]:
+    """Lines of several files (``merged``) in time order (ISO timestamps sort as text); one
+    file's lines (with its rotated files) in the order they are in."""
+    if not merged:
+        return lines
     return sorted(lines, key=lambda ln: str((parse(ln) or {}).get("timestamp") or ""))
 
 
@@ -176,12 +179,12 @@ def logs(ctx: Ctx, ref: str | None, follow: bool, count: int) -> None:
         raise RoostError("not-found", "no log files yet", {"ref": ref})
     start = [line for t in tails for line in last_lines(t, count)]
     emit = _emitter(ctx, with_actor=ref is None)
-    for line in _ordered(start)[-count:] if count > 0 else []:
+    for line in _ordered(start, len(tails) > 1)[-count:] if count > 0 else []:
         emit(line)
     try:
         while follow:
             time.sleep(FOLLOW_POLL_S)  # polling a file for appended lines
-            for line in _ordered([line for t in tails for line in t.read()]):
+            for line in _ordered([line for t in tails for line in t.read()], len(tails) > 1):
                 emit(line)
     except KeyboardInterrupt:
         return
