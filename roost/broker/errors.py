@@ -53,6 +53,7 @@ CODES: dict[str, str] = {
     "durable-state-damaged": "the state database is damaged; `roost node repair` salvages it",
     "storage-full": "the state directory's disk is full; nothing was committed; retry later",
     "storage-failed": "the state database could not be written (I/O error); retry later",
+    "backup-exists": "the backup's destination already exists; `--force` replaces it",
     "config-invalid": "the configuration file has an unknown key or a value of the wrong type",
 }
 

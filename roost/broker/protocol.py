@@ -48,6 +48,7 @@ CLIENT_METHODS: dict[str, str] = {
     "node.status": "node id, incarnation, pid, endpoints, actors and their health",
     "node.shutdown": "stop the node daemon; live sessions keep running",
     "node.doctor": "check each provider CLI in the node's environment: found, version, login",
+    "node.backup": "copy the state database to a new file while the node serves (operator)",
     "workspace.add": "register a directory as a workspace",
     "workspace.list": "list the registered workspaces",
     "session.spawn": "create a record and launch a fresh session of a provider",

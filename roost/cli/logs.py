@@ -2,20 +2,23 @@
 
 The node's processes write JSON lines to ``<state-dir>/logs/node.log``, ``state.log`` and
 ``adapters.log``; each record's supervisors to ``<state-dir>/sessions/<record>/supervisor.log``.
-This command reads those files where they are (it works with the node down: that is when logs are
+Each of them is rotated at a size (``<name>.1`` is the newest old file, ``<name>.2`` older
+...); ``--lines`` reaches into the rotated files when the current one holds fewer. This command
+reads those files where they are (it works with the node down: that is when logs are
 wanted most), so it needs the state directory, not a connection. Without ID the three node logs
 are merged in time order. Text shows ``time level [actor] event key=value ...``; ``--json``
 prints the lines as they are in the files. ``--follow`` then prints lines as they are appended,
-and reopens a file that was replaced or truncated (a rotation) from its start.
+and after a rotation reads the last lines of the old file, then the new one from its start.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 
@@ -30,35 +33,72 @@ SHOWN_FIRST = ("timestamp", "level", "event", "actor", "pid", "exception")
 
 @dataclass
 class Tail:
-    """One log file read from ``pos``; ``inode`` tells a replaced file from the one we read."""
+    """One log file read from where the last read stopped, as ``tail -F`` does: the file stays
+    open, so the lines its writer appended just before a rotation renamed it are still read
+    (from the old file) before the new file is read from its start."""
 
     path: Path
-    pos: int = 0
+    fh: BinaryIO | None = None
     inode: int | None = None
     part: bytes = field(default=b"")
 
     def read(self) -> list[str]:
-        """The complete lines appended since the last read (from the start of a new file)."""
+        """The complete lines appended since the last read (then those of a new file)."""
+        lines = self._split(self._drain())
         try:
             st = self.path.stat()
         except FileNotFoundError:
-            return []
-        if st.st_ino != self.inode or st.st_size < self.pos:  # rotated, replaced or truncated
-            self.inode, self.pos, self.part = st.st_ino, 0, b""
-        if st.st_size == self.pos:
-            return []
-        with open(self.path, "rb") as fh:
-            fh.seek(self.pos)
-            data = fh.read()
-        self.pos += len(data)
+            return lines
+        if st.st_ino == self.inode and self.fh is not None and st.st_size >= self.fh.tell():
+            return lines
+        if self.part.strip():  # rotated, replaced or truncated: the old file's cut last line
+            lines.append(self.part.decode("utf-8", "replace"))
+        self.part = b""
+        self.close()
+        try:
+            self.fh = open(self.path, "rb")  # noqa: SIM115 (kept open between reads)
+        except OSError:
+            return lines
+        self.inode = os.fstat(self.fh.fileno()).st_ino
+        return lines + self._split(self._drain())
+
+    def _drain(self) -> bytes:
+        return self.fh.read() if self.fh is not None else b""
+
+    def _split(self, data: bytes) -> list[str]:
         *lines, self.part = (self.part + data).split(b"\n")
         return [line.decode("utf-8", "replace") for line in lines if line.strip()]
 
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+            self.fh = None
+
+
+def rotated(path: Path) -> list[Path]:
+    """The rotated files of a log, oldest first: ``<name>.N`` .. ``<name>.1``."""
+    found = []
+    n = 1
+    while (older := path.with_name(f"{path.name}.{n}")).exists():
+        found.append(older)
+        n += 1
+    return found[::-1]
+
 
 def last_lines(tail: Tail, count: int) -> list[str]:
-    """The last ``count`` lines of the file; the tail then continues after them."""
+    """The last ``count`` lines of the log, reaching into its rotated files (newest first)
+    while the current file has fewer; the tail then continues after them."""
+    if count <= 0:
+        tail.read()
+        return []
     lines = tail.read()
-    return lines[-count:] if count > 0 else []
+    for older in reversed(rotated(tail.path)):
+        if len(lines) >= count:
+            break
+        earlier = Tail(older)
+        lines = earlier.read() + lines
+        earlier.close()
+    return lines[-count:]
 
 
 def parse(line: str) -> dict[str, Any] | None:
@@ -115,8 +155,11 @@ def _record_dir(ctx: Ctx, ref: str) -> Path:
     return sessions / rid
 
 
-def _ordered(lines: list[str]) -> list[str]:
-    """Lines of several files in time order (ISO timestamps sort as text)."""
+def _ordered(lines: list[str], merged: bool) -> list[str]:
+    """Lines of several files (``merged``) in time order (ISO timestamps sort as text); one
+    file's lines (with its rotated files) in the order they are in."""
+    if not merged:
+        return lines
     return sorted(lines, key=lambda ln: str((parse(ln) or {}).get("timestamp") or ""))
 
 
@@ -136,12 +179,12 @@ def logs(ctx: Ctx, ref: str | None, follow: bool, count: int) -> None:
         raise RoostError("not-found", "no log files yet", {"ref": ref})
     start = [line for t in tails for line in last_lines(t, count)]
     emit = _emitter(ctx, with_actor=ref is None)
-    for line in _ordered(start)[-count:] if count > 0 else []:
+    for line in _ordered(start, len(tails) > 1)[-count:] if count > 0 else []:
         emit(line)
     try:
         while follow:
             time.sleep(FOLLOW_POLL_S)  # polling a file for appended lines
-            for line in _ordered([line for t in tails for line in t.read()]):
+            for line in _ordered([line for t in tails for line in t.read()], len(tails) > 1):
                 emit(line)
     except KeyboardInterrupt:
         return

@@ -7,6 +7,7 @@ import click
 from roost import __version__
 from roost.cli import completion, control, install, sessions
 from roost.cli.attach import attach
+from roost.cli.backup import node_backup
 from roost.cli.config import config_group
 from roost.cli.context import Remote, make_ctx
 from roost.cli.diff import diff
@@ -49,6 +50,7 @@ def cli(
 
 
 node.add_command(install.node_install)
+node.add_command(node_backup)
 hub_group.add_command(install.hub_install)
 cli.add_command(node)
 cli.add_command(events)

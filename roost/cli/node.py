@@ -31,6 +31,7 @@ STARTING = {  # what a starting daemon is called and is busy with, for the progr
         "it checks state.db, starts the state store and adapters, takes the sockets",
     ),
 }
+STDERR_MAX_BYTES = 10 * 1024 * 1024  # <name>.stderr: rotated to .stderr.1 by the next start
 PROBE_S = 5.0  # initialize + node.status of a node.json whose daemon looks alive
 
 
@@ -120,7 +121,9 @@ def run_in_foreground(argv: list[str]) -> NoReturn:
 
 def launch_detached(argv: list[str], logs: Path, name: str) -> dict[str, Any]:
     """Start a daemon in its own session and read the one line it announces (ready or error)."""
-    with open(logs / f"{name}.stderr", "ab") as err:
+    stderr = logs / f"{name}.stderr"
+    rotate_stderr(stderr)
+    with open(stderr, "ab") as err:
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -140,6 +143,17 @@ def launch_detached(argv: list[str], logs: Path, name: str) -> dict[str, Any]:
     if "error" in line:
         raise RoostError.from_body(line["error"])
     return line
+
+
+def rotate_stderr(path: Path) -> None:
+    """Keep ``<name>.stderr`` (what a daemon and its children print outside their JSON logs:
+    a crash's traceback) bounded. The daemon and every child share that file as their fd 2, so
+    none of them can rotate it; the CLI does, before it starts a daemon (none writes it then)."""
+    try:
+        if path.stat().st_size >= STDERR_MAX_BYTES:
+            os.replace(path, path.with_name(path.name + ".1"))
+    except OSError:  # none yet, or the rename refused: the start matters more
+        pass
 
 
 @node.command("up")

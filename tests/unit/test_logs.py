@@ -8,7 +8,7 @@ from pathlib import Path
 
 from roost.adapters.base import KEYS
 from roost.broker.protocol import KEY_NAMES
-from roost.cli.logs import Tail, last_lines, render
+from roost.cli.logs import Tail, last_lines, render, rotated
 
 
 def line(**doc: object) -> str:
@@ -66,3 +66,31 @@ def test_a_tail_of_a_file_not_there_yet_waits_for_it(tmp_path: Path) -> None:
 
 def test_the_clis_key_names_are_the_adapters_keys() -> None:
     assert sorted(KEY_NAMES) == sorted(KEYS)
+
+
+def test_last_lines_reach_into_the_rotated_files_oldest_first(tmp_path: Path) -> None:
+    path = tmp_path / "node.log"
+    (tmp_path / "node.log.2").write_text("a\nb\n")
+    (tmp_path / "node.log.1").write_text("c\nd\n")
+    path.write_text("e\n")
+    assert rotated(path) == [tmp_path / "node.log.2", tmp_path / "node.log.1"]
+    assert last_lines(Tail(path), 4) == ["b", "c", "d", "e"]
+    assert last_lines(Tail(path), 10) == ["a", "b", "c", "d", "e"]
+    assert last_lines(Tail(path), 1) == ["e"]
+    tail = Tail(path)
+    assert last_lines(tail, 0) == []
+    with path.open("a") as fh:
+        fh.write("f\n")
+    assert tail.read() == ["f"]  # it continues after the current file's end
+
+
+def test_a_tail_reads_what_was_written_just_before_a_rotation(tmp_path: Path) -> None:
+    path = tmp_path / "x.log"
+    path.write_text("one\n")
+    tail = Tail(path)
+    assert tail.read() == ["one"]
+    with path.open("a") as fh:
+        fh.write("two\nthr")  # appended, then rotated before the tail looked again
+    os.replace(path, tmp_path / "x.log.1")
+    path.write_text("four\n")
+    assert tail.read() == ["two", "thr", "four"]

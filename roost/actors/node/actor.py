@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from roost.actors.node import checkup
+from roost.actors.node import backup, checkup
 from roost.actors.node import worktrees as wt
 from roost.actors.node.control import Control
 from roost.actors.node.reports import Reports
@@ -66,6 +66,7 @@ class NodeActor:
             "node.status": self.status,
             "node.shutdown": self.shutdown,
             "node.doctor": checkup.handler(peer),
+            "node.backup": backup.handler(peer),
             "workspace.add": self.workspace_add,
             "workspace.list": self.workspace_list,
             "session.spawn": self.spawn,

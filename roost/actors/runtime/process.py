@@ -18,23 +18,64 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 
+@dataclass(frozen=True)
+class LogBound:
+    """How big a log file may grow before it is rotated, and how many old files are kept:
+    ``<name>.1`` (the newest) .. ``<name>.<keep>``; the oldest beyond that is deleted."""
+
+    max_bytes: int
+    keep: int
+
+    @property
+    def total(self) -> int:
+        """The most the log and its rotated files hold together (plus one line)."""
+        return self.max_bytes * (self.keep + 1)
+
+
+NODE_LOG = LogBound(10 * 1024 * 1024, 3)  # node.log, state.log, adapters.log, hub.log
+SUPERVISOR_LOG = LogBound(2 * 1024 * 1024, 2)  # sessions/<record>/supervisor.log
+
+
+def rotate(path: Path, keep: int) -> None:
+    """Shift ``path`` to ``path.1`` and each ``path.N`` to ``path.N+1``, dropping ``.keep``.
+    Renames only: a reader following ``path`` sees it replaced (``roost logs --follow``)."""
+    for n in range(keep - 1, 0, -1):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(f"{path}.{n}", f"{path}.{n + 1}")
+    if keep > 0:
+        os.replace(path, f"{path}.1")
+    else:
+        os.unlink(path)
+
+
 class LogFile:
     """An append-only log file a full disk cannot break: a line the disk refuses (ENOSPC, an
     I/O error) waits in memory (the newest ``BACKLOG``) and goes out before the next line, so
-    a log call never raises and a spell of ENOSPC is in the log once space is back."""
+    a log call never raises and a spell of ENOSPC is in the log once space is back.
+
+    Before a line that finds the file at ``bound.max_bytes`` or more, the file is rotated
+    (``rotate``) and a new one opened. Each log file has one writing process (the daemon, the
+    state store, the adapter host, a record's supervisor); should a second one briefly share it
+    (a supervisor handing over to its successor), the one that finds the path already rotated by
+    the other just reopens it rather than rotating again."""
 
     BACKLOG = 500
 
-    def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    def __init__(self, path: Path, bound: LogBound = NODE_LOG) -> None:
+        self.path, self.bound = path, bound
+        self._fd = self._open()
         self._part = ""
         self._lines: collections.deque[bytes] = collections.deque(maxlen=self.BACKLOG)
+
+    def _open(self) -> int:
+        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     def write(self, text: str) -> int:
         self._part += text
@@ -45,6 +86,8 @@ class LogFile:
         return len(text)
 
     def flush(self) -> None:
+        if self._lines:
+            self._rotate_if_full()
         while self._lines:
             data = self._lines[0]
             try:
@@ -56,13 +99,33 @@ class LogFile:
                 return
             self._lines.popleft()
 
+    def _rotate_if_full(self) -> None:
+        """Rotate, or follow a rotation done by another writer; on any failure (a full disk
+        cannot open the new file) keep writing where we are."""
+        try:
+            mine = os.fstat(self._fd)
+            if mine.st_size < self.bound.max_bytes:
+                return
+            try:
+                rotated = os.stat(self.path).st_ino != mine.st_ino
+            except FileNotFoundError:
+                rotated = True
+            if not rotated:
+                rotate(self.path, self.bound.keep)
+            fd = self._open()
+        except OSError:
+            return
+        os.close(self._fd)
+        self._fd = fd
+
     def fileno(self) -> int:
         return self._fd
 
 
-def setup_logging(log_file: Path | None, actor: str) -> None:
-    """JSON lines to ``log_file`` (or stderr); never tokens, which no caller passes to a logger."""
-    stream: Any = LogFile(log_file) if log_file else sys.stderr
+def setup_logging(log_file: Path | None, actor: str, bound: LogBound = NODE_LOG) -> None:
+    """JSON lines to ``log_file`` (or stderr), rotated at ``bound``; never tokens, which no
+    caller passes to a logger."""
+    stream: Any = LogFile(log_file, bound) if log_file else sys.stderr
     logging.basicConfig(stream=stream, level=logging.INFO, format="%(message)s", force=True)
     structlog.configure(
         processors=[

@@ -31,6 +31,7 @@ from roost.actors.runtime.process import (
     watch_lifeline,
 )
 from roost.actors.state import db, retention
+from roost.actors.state.backup import Backup
 from roost.actors.state.journal import Journal, check_events, check_op
 from roost.actors.state.records import Record
 from roost.actors.state.retention import Retention
@@ -102,6 +103,8 @@ class StateStore:
             handler = getattr(self, "_" + name.replace(".", "_"))
             peer.handlers["state." + name] = handler
         Journal(self).register(peer)
+        if (directory := db_directory(conn)) is not None:
+            Backup(directory / "state.db").register(peer)
 
     async def writer(self) -> None:
         while True:

@@ -25,7 +25,7 @@ import structlog
 import zmq.asyncio
 
 from roost.actors.runtime.peer import Peer
-from roost.actors.runtime.process import run_until_stopped, setup_logging
+from roost.actors.runtime.process import SUPERVISOR_LOG, run_until_stopped, setup_logging
 from roost.actors.supervisor import probe
 from roost.actors.supervisor.checks import IdentityAndResume
 from roost.actors.supervisor.classifying import ScreenClassifier
@@ -329,7 +329,8 @@ def main() -> None:
     spec_path = Path(args.spec)
     spec = msgpack.unpackb(spec_path.read_bytes(), raw=False)
     spec_path.unlink()
-    setup_logging(Path(spec["session_dir"]) / "supervisor.log", f"session/{spec['record_id']}")
+    log_file = Path(spec["session_dir"]) / "supervisor.log"
+    setup_logging(log_file, f"session/{spec['record_id']}", SUPERVISOR_LOG)
     if sys.platform != "win32":
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
     run_until_stopped(lambda stop: serve(spec, stop))
