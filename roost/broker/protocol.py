@@ -18,6 +18,19 @@ from roost.broker.errors import RoostError
 PROTOCOL_VERSION = 1
 SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
 
+# The wire between the node and its session supervisors (docs/PROTOCOL.md section 9): the launch
+# spec, the hello's ``meta``, the ``node.session.*`` reports and the outbox's entries, and the
+# ``session.*`` requests the node sends a supervisor. A supervisor outlives an upgrade of the node
+# (it is a detached process still running the code it started with), so the node serves this
+# version and the one before it. Bump it when a supervisor of the previous release would be
+# misread by this node, or would misread it: a report, entry or request field removed, renamed or
+# given another type or meaning, a new field the node needs from every supervisor, a request a
+# supervisor must serve. An optional field either side may ignore does not bump it. Version 1 is
+# every supervisor that sends no version (all before this constant); 2 adds ``roost`` and ``wire``
+# to the hello's meta and to ``node.session.attach``.
+SUPERVISOR_WIRE = 2
+SUPERVISOR_WIRES_SERVED: tuple[int, ...] = (SUPERVISOR_WIRE - 1, SUPERVISOR_WIRE)
+
 # Limits. A frame over HARD_FRAME_LIMIT is dropped by libzmq (MAXMSGSIZE) and the peer disconnected;
 # anything between BODY_LIMIT and the hard limit is answered with frame-too-large.
 HEADER_LIMIT = 4 * 1024
@@ -93,6 +106,7 @@ EVENT_KINDS: dict[str, str] = {
     "or resume_failed",
     "session.exited": "the agent process ended",
     "session.lost": "a supervisor vanished; the record was made dormant",
+    "session.supervisor": "a supervisor attached whose wire version this node does not serve",
     "session.turn": "a stream-mode turn ended: completed, failed or interrupted",
     "session.chunk": "a partial piece of assistant text (streaming)",
     "session.output": "assistant text of a turn",

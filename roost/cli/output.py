@@ -115,6 +115,10 @@ def record_lines(rec: dict[str, Any]) -> list[str]:
     if active.get("pid"):
         agent = f"  agent pid: {active['agent_pid']}" if active.get("agent_pid") else ""
         lines.append(f"supervisor pid:   {active['pid']}{agent}")
+    if supervisor := active.get("supervisor"):
+        release = supervisor.get("roost")
+        runs = f"roost {release}" if release else "a release that does not say (before wire 2)"
+        lines.append(f"supervisor:       wire {supervisor.get('wire')}, {runs}")
     if rec.get("last_exit"):
         lines.append(f"last exit:        {exit_text(rec['last_exit'])}")
     return lines

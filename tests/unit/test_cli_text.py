@@ -81,6 +81,16 @@ def test_show_has_no_python_reprs() -> None:
     assert "supervisor pid:   4242" in text and "agent pid" not in text
 
 
+def test_show_says_which_supervisor_wire_a_session_speaks() -> None:
+    old = {"pid": 1, "supervisor": {"roost": None, "wire": 1}}
+    new = {"pid": 2, "supervisor": {"roost": "0.2.0", "wire": 2}}
+    old_text = "\n".join(record_lines(record(state="live", active=old)))
+    new_text = "\n".join(record_lines(record(state="live", active=new)))
+    assert "supervisor:       wire 1, a release that does not say (before wire 2)" in old_text
+    assert "supervisor:       wire 2, roost 0.2.0" in new_text
+    assert not REPR.search(old_text + new_text)
+
+
 @pytest.mark.parametrize(
     ("last", "said"),
     [

@@ -134,6 +134,9 @@ class Daemon:
         for entry in self.broker.registry.actors():
             kind = "session" if entry.address.startswith("session/") else "actor"
             actors.setdefault(entry.address, {"kind": kind, "pid": entry.meta.get("pid")})
+            if kind == "session":  # what it runs: a supervisor outlives an upgrade of the node
+                actors[entry.address]["roost"] = entry.meta.get("roost")
+                actors[entry.address]["wire"] = entry.meta.get("wire", 1)
             actors[entry.address]["registered"] = True
         for name in ("state",):
             actors[name]["registered"] = self.broker.registry.lookup(name) is not None

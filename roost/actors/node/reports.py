@@ -5,6 +5,13 @@ each change of the screen's classification, the provider's own session id once k
 verdict on a cold resume. Each report names its record's generation: one from a generation the
 record has moved past is refused ``stale-generation``. The node actor runs them under the
 record's lock (attach and failed excepted: a launch waiting on them holds it).
+
+Supervisors outlive the node: after an upgrade, one started by the previous release re-attaches to
+this one. Its attach says which supervisor wire it speaks (``wire``, none: version 1); the node
+serves ``SUPERVISOR_WIRES_SERVED`` and keeps the version in the record's ``active.supervisor``. One
+it cannot serve keeps its session running, but the record goes to ``attention`` with the reason
+``supervisor-outdated`` (or ``supervisor-newer``, a node older than the supervisor), telling the
+operator to restart that session (stop, resume) when it is done.
 """
 
 from __future__ import annotations
@@ -17,9 +24,39 @@ from roost.actors.node.launcher import process_started
 from roost.actors.node.sessions import Sessions
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
+from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 
 log = structlog.get_logger("roost.sessions")
+
+OUTDATED, NEWER = "supervisor-outdated", "supervisor-newer"
+WIRE_REASONS = frozenset({OUTDATED, NEWER})
+
+
+def supervisor_version(body: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """What a supervisor's attach says it runs, as ``active.supervisor`` keeps it (``roost``: its
+    release, nil when it did not say; ``wire``), and why this node cannot serve it (None: it
+    can). A supervisor that sends no ``wire`` is version 1, every supervisor before the field."""
+    wire, release = body.get("wire"), body.get("roost")
+    version = {
+        "roost": release if isinstance(release, str) else None,
+        "wire": 1 if wire is None else wire,
+    }
+    wire = version["wire"]
+    if not isinstance(wire, int) or isinstance(wire, bool) or wire < p.SUPERVISOR_WIRES_SERVED[0]:
+        return version, OUTDATED
+    return version, NEWER if wire > p.SUPERVISOR_WIRE else None
+
+
+def attach_answer(unserved: str | None) -> dict[str, Any]:
+    if unserved is None:
+        return {"ok": True}
+    return {
+        "ok": True,
+        "served": False,
+        "reason": unserved,
+        "serves": list(p.SUPERVISOR_WIRES_SERVED),
+    }
 
 
 class Reports:
@@ -29,20 +66,70 @@ class Reports:
     async def on_attach(self, body: dict[str, Any]) -> dict[str, Any]:
         instance = str(body.get("instance"))
         record = await self._current(body)
+        version, unserved = supervisor_version(body)
         future = self.sessions.attaching.get(instance)
         if future is not None and not future.done():
-            future.set_result(body)
-            return {"ok": True}
+            future.set_result({**body, "supervisor": version, "unserved": unserved})
+            return attach_answer(unserved)
         active = record.active or {}
         if record.state in r.ACTIVE_STATES and active.get("instance") in (None, instance):
             # an agent that exited meanwhile is reported by the supervisor's outbox, in order,
             # under the record's lock; handling it here too would race that report
             if record.state == r.STARTING and not body.get("exited"):
-                active = {**body, "started": process_started(int(body.get("pid") or 0))}
-                await self.sessions.set_state(record, r.LIVE, active=active)
-            log.info("session-reattached", record=record.id, generation=record.generation)
-            return {"ok": True}
+                active = {
+                    **{k: v for k, v in body.items() if k not in ("roost", "wire")},
+                    "started": process_started(int(body.get("pid") or 0)),
+                    "supervisor": version,
+                }
+                if unserved is None:
+                    await self.sessions.set_state(record, r.LIVE, active=active)
+                else:
+                    event = self._wire_event(record, version, unserved)
+                    await self.sessions.set_state(
+                        record, r.ATTENTION, extra=[event], active=active, attention=unserved
+                    )
+            elif record.state in (r.LIVE, r.ATTENTION) and record.active is not None:
+                await self._mark_version(record, version, unserved)
+            log.info(
+                "session-reattached",
+                record=record.id,
+                generation=record.generation,
+                wire=version["wire"],
+                served=unserved is None,
+            )
+            return attach_answer(unserved)
         raise RoostError("stale-generation", "this supervisor no longer owns the record")
+
+    async def _mark_version(
+        self, record: Record, version: dict[str, Any], unserved: str | None
+    ) -> None:
+        """Keep the re-attached supervisor's version in ``active``; one this node cannot serve
+        puts the record in ``attention`` (once), and a served one ends such an attention (the
+        node was upgraded, or downgraded back, to one that serves it)."""
+        assert record.active is not None
+        active = {**record.active, "supervisor": version}
+        expect = (record.state,)
+        if unserved is not None and record.attention != unserved:
+            event = self._wire_event(record, version, unserved)
+            await self.sessions.set_state(
+                record, r.ATTENTION, expect=expect, extra=[event], active=active, attention=unserved
+            )
+        elif unserved is None and record.attention in WIRE_REASONS:
+            target = r.ATTENTION if record.activity == "attention" else r.LIVE
+            await self.sessions.set_state(
+                record, target, expect=expect, active=active, attention=None
+            )
+        elif record.active.get("supervisor") != version:
+            await self.sessions.update(record, {"active": active}, expect=expect)
+
+    @staticmethod
+    def _wire_event(record: Record, version: dict[str, Any], unserved: str) -> dict[str, Any]:
+        return {
+            "kind": "session.supervisor",
+            "record": record.id,
+            "generation": record.generation,
+            "data": {**version, "reason": unserved, "serves": list(p.SUPERVISOR_WIRES_SERVED)},
+        }
 
     async def on_exited(self, body: dict[str, Any]) -> dict[str, Any]:
         record = await self._current(body)
@@ -81,6 +168,9 @@ class Reports:
             "data": result,
         }
         changes: dict[str, Any] = {"activity": state, "attention": reason}
+        if record.attention in WIRE_REASONS:  # stays until a node that serves it re-attaches it
+            await self.sessions.update(record, {"activity": state}, events=[event])
+            return {"ok": True}
         if record.state in (r.LIVE, r.ATTENTION):
             target = r.ATTENTION if state == "attention" else r.LIVE
             if target != record.state:

@@ -194,14 +194,22 @@ class Sessions:
             "pid": attached.get("pid", pid),
             "agent_pid": attached.get("agent_pid"),
             "started": process_started(attached.get("pid") or 0),
+            "supervisor": attached.get("supervisor"),
         }
-        # a screen classified while starting (a trust dialog, a login) decides where it lands
+        # a screen classified while starting (a trust dialog, a login) decides where it lands;
+        # so does a supervisor of a wire this node does not serve (reports.supervisor_version)
         current, _ = await self.find(record.id)
-        landing = r.ATTENTION if current.activity == "attention" else r.LIVE
+        unserved = attached.get("unserved")
+        landing = r.ATTENTION if unserved or current.activity == "attention" else r.LIVE
         # what is known now: the agent runs, its screen not read yet (a pty's activity says so)
         seen = current.activity or ("starting" if record.mode == "pty" else None)
         return await self.set_state(
-            current, landing, expect=(r.STARTING,), active=active, activity=seen
+            current,
+            landing,
+            expect=(r.STARTING,),
+            active=active,
+            activity=seen,
+            attention=unserved or current.attention,
         )
 
     async def _failed(self, record: Record, error: dict[str, Any], *, fresh: bool) -> None:

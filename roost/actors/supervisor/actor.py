@@ -24,6 +24,7 @@ import msgpack
 import structlog
 import zmq.asyncio
 
+from roost import __version__
 from roost.actors.runtime.peer import Peer
 from roost.actors.runtime.process import SUPERVISOR_LOG, run_until_stopped, setup_logging
 from roost.actors.supervisor import probe
@@ -43,6 +44,8 @@ from roost.broker.errors import RoostError
 log = structlog.get_logger("roost.supervisor")
 
 RETRY_S = 0.5
+# what this supervisor speaks (the hello's meta and node.session.attach carry it)
+VERSION = {"roost": __version__, "wire": p.SUPERVISOR_WIRE}
 
 
 class Supervisor:
@@ -157,11 +160,12 @@ class Supervisor:
         """After every (re)registration: tell the node who we are; a fenced supervisor leaves."""
         while True:
             try:
-                await self.peer.call(
+                reply = await self.peer.call(
                     "node",
                     "node.session.attach",
                     {
                         **self.session_address,
+                        **VERSION,
                         "pid": os.getpid(),
                         "agent_pid": self.agent.pid if self.agent else None,
                         "exited": self.exit.to_wire() if self.exit else None,
@@ -169,6 +173,14 @@ class Supervisor:
                     },
                     timeout=5.0,
                 )
+                if reply.get("served") is False:  # the node marked the record; we run on
+                    log.warning(
+                        "wire-not-served",
+                        record=self.record_id,
+                        wire=p.SUPERVISOR_WIRE,
+                        node_serves=reply.get("serves"),
+                        reason=reply.get("reason"),
+                    )
                 return
             except RoostError as err:
                 if err.code in ("stale-generation", "not-found"):
@@ -289,6 +301,7 @@ async def serve(spec: dict[str, Any], stop: asyncio.Event) -> None:
             "generation": spec["generation"],
             "instance": spec["instance_id"],
             "pid": os.getpid(),
+            **VERSION,
         },
     )
     supervisor = Supervisor(spec, peer, stop)
