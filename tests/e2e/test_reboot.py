@@ -79,7 +79,9 @@ def test_a_resume_that_fails_is_reported_and_resume_all_restores_by_hand(
     gone = _spawned(node, "gone", project, "--restore", "resume")
     node.kill_all()
     # the provider lost gone's conversation: its resume fails, never a fresh conversation
-    (node.state_dir / "providers" / "echo" / "sessions" / f"{gone['provider_session']}.jsonl").unlink()
+    (
+        node.state_dir / "providers" / "echo" / "sessions" / f"{gone['provider_session']}.jsonl"
+    ).unlink()
 
     restore = node.up()["restore"]
     outcomes = {x["name"]: x["outcome"] for x in restore["outcomes"]}
