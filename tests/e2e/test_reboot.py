@@ -39,7 +39,7 @@ def test_a_power_cut_restores_the_records_that_say_resume(node: Node, project: P
     node.kill_all()  # the power cut: daemon, state store, adapters, supervisors, agents
     assert not node.processes()
 
-    up = node.up()
+    up = node.up("--restore-wait", "120")  # a loaded machine resumes slowly
     restore = up["restore"]
     assert restore["trigger"] == "boot" and restore["done"] and restore["skipped"] == []
     assert [x["name"] for x in restore["records"]] == ["alpha", "beta"]  # in spawn order
@@ -83,7 +83,7 @@ def test_a_resume_that_fails_is_reported_and_resume_all_restores_by_hand(
         node.state_dir / "providers" / "echo" / "sessions" / f"{gone['provider_session']}.jsonl"
     ).unlink()
 
-    restore = node.up()["restore"]
+    restore = node.up("--restore-wait", "120")["restore"]
     outcomes = {x["name"]: x["outcome"] for x in restore["outcomes"]}
     assert outcomes == {"keep": "resumed", "gone": "resume_failed"}
     assert node.record("keep")["state"] == "live"
