@@ -1,14 +1,15 @@
 """The operator's configuration file, ``$XDG_CONFIG_HOME/roost/config.toml`` (``ROOST_CONFIG``
-names another): provider binaries and their default environment, default spawn options,
-notification commands, the detach key of ``roost attach``.
+names another): provider binaries and their default environment, default spawn options (the
+restore policy among them), the pause between cold resumes of a restore, notification commands,
+the detach key of ``roost attach``.
 
 A bottom-layer module (it imports nothing of roost but the error type): the CLI reads it for
-``spawn``, ``attach`` and ``config show``; the node for notifications; the adapter host for the
-binary and environment of each launch. Every value knows where it came from (``Source``): the
-built-in default, a line of the file, or an environment variable, which wins over the file where
-one exists today (``ROOST_CLAUDE_BIN``, ``ROOST_CODEX_BIN``, ``ROOST_KIMI_BIN``). A key the file
-may not have, or a value of the wrong type, is ``config-invalid`` naming the key, the file and the
-line.
+``spawn``, ``attach`` and ``config show``; the node for notifications and the restore pause; the
+adapter host for the binary and environment of each launch. Every value knows where it came from
+(``Source``): the built-in default, a line of the file, or an environment variable, which wins
+over the file where one exists today (``ROOST_CLAUDE_BIN``, ``ROOST_CODEX_BIN``,
+``ROOST_KIMI_BIN``). A key the file may not have, or a value of the wrong type, is
+``config-invalid`` naming the key, the file and the line.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ VENDORS = ("claude", "codex", "kimi")
 BIN_ENV = {p: f"ROOST_{p.upper()}_BIN" for p in VENDORS}
 NOTIFY_EVENTS = ("attention", "turn-end", "exit")
 MODES = ("pty", "stream")
+RESTORE_POLICIES = ("never", "resume")  # spawn --restore; roost.actors.state.records has them too
+RESTORE_PAUSE_S = 2.0  # node.restore_pause_s: between two cold resumes of a restore
 DETACH_DEFAULT = "ctrl-]"
 NOTIFY_TIMEOUT_S = 10.0
 SIZE_RE = re.compile(r"^(\d+)x(\d+)$")
@@ -132,6 +135,19 @@ class Config:
 
     def spawn_env(self) -> dict[str, str]:
         return dict(self._get("spawn", "env") or {})
+
+    def spawn_restore(self) -> tuple[str, Source]:
+        """The default of ``spawn --restore``: ``never`` unless the file says ``resume``."""
+        policy = self._get("spawn", "restore")
+        return (policy, self.source("spawn.restore")) if policy else ("never", DEFAULT)
+
+    def restore_pause(self) -> tuple[float, Source]:
+        """Seconds between two cold resumes of a restore (agents starting at once can race on
+        a shared OAuth refresh token)."""
+        value = self._get("node", "restore_pause_s")
+        if value is None:
+            return RESTORE_PAUSE_S, DEFAULT
+        return float(value), self.source("node.restore_pause_s")
 
     def detach_key(self) -> tuple[str, bytes, Source]:
         name = self._get("attach", "detach_key")
@@ -252,6 +268,16 @@ SCHEMA: dict[str, Checker] = {
             "mode": (f"one of {list(MODES)}", lambda v: v in MODES),
             "size": ("ROWSxCOLS, each 2..1000 (for example 40x120)", lambda v: _size_ok(v)),
             "env": (ENV_TEXT, _is_env),
+            "restore": (f"one of {list(RESTORE_POLICIES)}", lambda v: v in RESTORE_POLICIES),
+        },
+    ),
+    "node": (
+        "a table",
+        {
+            "restore_pause_s": (
+                "a number of seconds, 0 <= s <= 600",
+                lambda v: isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 600,
+            ),
         },
     ),
     "notify": (

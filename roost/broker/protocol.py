@@ -75,6 +75,7 @@ CLIENT_METHODS: dict[str, str] = {
     "session.stop": "stop the live session; the record becomes dormant",
     "session.resume": "cold-resume a dormant record by its provider session id",
     "session.forget": "delete a record that is not live",
+    "session.restore": "cold-resume, one at a time, every dormant record whose policy is resume",
     "session.transcript": "read the session's raw terminal output by byte offset",
     "session.diff": "what a session in a worktree changed against its base (spawn worktree)",
     "session.turn": "start a stream-mode turn: a headless provider run in the same conversation",
@@ -107,6 +108,8 @@ EVENT_KINDS: dict[str, str] = {
     "session.exited": "the agent process ended",
     "session.lost": "a supervisor vanished; the record was made dormant",
     "session.supervisor": "a supervisor attached whose wire version this node does not serve",
+    "record.restored": "a restore's outcome for one record: resumed, attention, resume_failed "
+    "or skipped",
     "session.turn": "a stream-mode turn ended: completed, failed or interrupted",
     "session.chunk": "a partial piece of assistant text (streaming)",
     "session.output": "assistant text of a turn",

@@ -53,6 +53,10 @@ def rows(ctx: Ctx, cfg: Config) -> list[Row]:
     size, size_from = cfg.spawn_size()
     out += [_row("spawn.mode", mode, mode_from), _row("spawn.size", size or "40x120", size_from)]
     out += _table(cfg, "spawn.env", cfg.spawn_env())
+    restore, restore_from = cfg.spawn_restore()
+    pause, pause_from = cfg.restore_pause()
+    out += [_row("spawn.restore", restore, restore_from)]
+    out += [_row("node.restore_pause_s", pause, pause_from)]
     desktop, desktop_on = cfg.desktop()
     notify: tuple[tuple[str, Any], ...] = (
         ("desktop", desktop),

@@ -21,6 +21,7 @@ from roost.broker.policy import check_node_id
 from roost.cli.context import Ctx, command, reader
 from roost.cli.output import console, emit_json, endpoint_text, plain
 from roost.cli.progress import Progress, waiting
+from roost.cli.restore import follow, print_outcomes, print_plan
 
 UP_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
@@ -172,6 +173,14 @@ def rotate_stderr(path: Path) -> None:
     is_flag=True,
     help="run the daemon in this process (a service manager's main process; see deploy/)",
 )
+@click.option(
+    "--restore-wait",
+    type=float,
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="wait this long for the records it restores after a reboot (0: return at once)",
+)
 @reader
 def up(
     ctx: Ctx,
@@ -182,10 +191,15 @@ def up(
     hub_key: str | None,
     no_hub: bool,
     foreground: bool,
+    restore_wait: float,
 ) -> None:
     """Start the node in the background; returns once it serves. --node-id, --retain-events
     and --hub are stored: a later plain `node up` keeps them. --foreground runs the daemon in
-    this process instead (systemd's Type=notify: it says READY=1 once it serves)."""
+    this process instead (systemd's Type=notify: it says READY=1 once it serves).
+
+    Records that were running when the machine went down and whose restore policy is resume
+    (spawn --restore) are cold-resumed one at a time; it says which, and waits up to
+    --restore-wait for their outcomes."""
     if node_id:
         check_node_id(node_id)
     if hub_ep and no_hub:
@@ -220,7 +234,18 @@ def up(
     if foreground:
         run_in_foreground(argv)
     line = launch_detached(argv, logs, "daemon")
-    _print_status(ctx, {**line["ready"], "already_running": False})
+    ready = {**line["ready"], "already_running": False}
+    plan = ready.pop("restore", None) or {"records": [], "skipped": []}
+    if not ctx.json:
+        _print_status(ctx, ready)
+        print_plan(plan)
+    if plan["records"] or plan["skipped"]:
+        with ctx.client() as client:
+            plan = follow(client, plan, restore_wait)
+        if not ctx.json:
+            print_outcomes(plan)
+    if ctx.json:
+        emit_json({**ready, "restore": plan})
 
 
 def _check_running(running: dict[str, Any], node_id: str | None, keep: int | None) -> None:

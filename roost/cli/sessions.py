@@ -14,6 +14,7 @@ from roost.cli.context import WAITING, Ctx, command, reader
 from roost.cli.output import accepted_text, console, emit_json, record_lines, records_table
 from roost.cli.progress import waiting
 from roost.cli.readiness import READY_TIMEOUT_S, wait_ready
+from roost.cli.restore import follow, print_outcomes, print_plan
 from roost.cli.table import terminal_width
 from roost.config import load
 
@@ -110,6 +111,12 @@ READY_TIMEOUT = click.option(
     help="run in a new git worktree of --cwd's repository, on a new branch BRANCH from HEAD "
     "(default roost/<name>)",
 )
+@click.option(
+    "--restore",
+    type=click.Choice(["never", "resume"]),
+    help="after a reboot, node up cold-resumes it (resume) or leaves it dormant (never); "
+    "default never, or spawn.restore",
+)
 @command
 def spawn(
     ctx: Ctx,
@@ -122,9 +129,10 @@ def spawn(
     wait_ready_: bool,
     ready_timeout: float,
     worktree: str | None,
+    restore: str | None,
 ) -> None:
     """Start a live session of PROVIDER (echo, claude, codex, kimi). The config file's [spawn]
-    mode, size and env are the defaults of --mode, --size and --env.
+    mode, size, env and restore are the defaults of --mode, --size, --env and --restore.
 
     It answers once the agent runs, before its screen is read (`starting`); --wait-ready waits
     until it is ready for input, and fails (exit 1) if it needs a human or ends first."""
@@ -138,6 +146,7 @@ def spawn(
         "cwd": cwd,
         "env": {**defaults.spawn_env(), **_env(env)},
         "mode": mode or defaults.spawn_mode()[0],
+        "restore": restore or defaults.spawn_restore()[0],
         **_size(size or defaults.spawn_size()[0]),
     }
     if worktree is not None:
@@ -251,15 +260,57 @@ def stop(ctx: Ctx, ref: str, grace_ms: int) -> None:
 
 
 @click.command()
-@click.argument("ref", metavar="ID")
+@click.argument("ref", metavar="ID", required=False)
+@click.option(
+    "--all",
+    "all_",
+    is_flag=True,
+    help="every dormant record whose restore policy is resume, one at a time (as node up "
+    "after a reboot)",
+)
+@click.option(
+    "--restore-wait",
+    type=float,
+    default=120.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="--all: wait this long for the outcomes (0: return at once)",
+)
 @WAIT_READY
 @READY_TIMEOUT
 @command
-def resume(ctx: Ctx, ref: str, wait_ready_: bool, ready_timeout: float) -> None:
+def resume(
+    ctx: Ctx,
+    ref: str | None,
+    all_: bool,
+    restore_wait: float,
+    wait_ready_: bool,
+    ready_timeout: float,
+) -> None:
     """Cold-resume a dormant record by its provider session id (a new generation); with
-    --wait-ready, wait as for spawn."""
+    --wait-ready, wait as for spawn. --all resumes every dormant record whose restore policy is
+    resume (spawn --restore), one at a time, and reports each outcome."""
+    if all_ == bool(ref):
+        raise RoostError("bad-request", "give a record ID or --all, not both", {"field": "id"})
+    if all_:
+        _resume_all(ctx, restore_wait)
+        return
     ready = ready_timeout if wait_ready_ else None
     _launched(ctx, "session.resume", {"id": ref}, "resumed", ready)
+
+
+def _resume_all(ctx: Ctx, wait_s: float) -> None:
+    with ctx.client() as client:
+        plan = client.call("session.restore", {}, op=ctx.op, grant=ctx.grant)
+        if not ctx.json:
+            if not plan["records"] and not plan["skipped"]:
+                console.print("no dormant record has restore policy resume")
+            print_plan(plan)
+        followed = follow(client, plan, wait_s)
+    if ctx.json:
+        emit_json(followed)
+    else:
+        print_outcomes(followed)
 
 
 @click.command()

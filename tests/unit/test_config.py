@@ -32,6 +32,14 @@ def test_a_missing_file_is_every_default(tmp_path: Path) -> None:
     assert cfg.desktop() == (True, config.NOTIFY_EVENTS)
     assert cfg.notify_commands() == []
     assert cfg.provider_bin("claude", {}) == ("claude", config.DEFAULT)
+    assert cfg.spawn_restore() == ("never", config.DEFAULT)
+    assert cfg.restore_pause() == (config.RESTORE_PAUSE_S, config.DEFAULT)
+
+
+def test_the_restore_policy_and_pause_come_from_the_file(tmp_path: Path) -> None:
+    cfg = config.load(write(tmp_path, '[spawn]\nrestore = "resume"\n[node]\nrestore_pause_s = 0\n'))
+    assert cfg.spawn_restore() == ("resume", config.Source("file", f"{cfg.path}:2"))
+    assert cfg.restore_pause() == (0.0, config.Source("file", f"{cfg.path}:4"))
 
 
 def test_the_path_is_roost_config_else_xdg_config_home(tmp_path: Path) -> None:
@@ -96,6 +104,8 @@ def test_the_environment_wins_over_the_file_and_the_record_over_both(tmp_path: P
     [
         ("[spawn]\nmode = 'tty'\n", "spawn.mode", 2),
         ("[spawn]\nsize = '1x5000'\n", "spawn.size", 2),
+        ("[spawn]\nrestore = 'always'\n", "spawn.restore", 2),
+        ("[node]\nrestore_pause_s = -1\n", "node.restore_pause_s", 2),
         ("\n\n[providers.gemini]\nbin = 'g'\n", "providers.gemini", 3),
         ("[providers.claude]\nbinary = 'c'\n", "providers.claude.binary", 2),
         ("[providers.claude]\nenv = { A = 1 }\n", "providers.claude.env", 2),

@@ -19,6 +19,7 @@ from roost.actors.node import backup, checkup
 from roost.actors.node import worktrees as wt
 from roost.actors.node.control import Control
 from roost.actors.node.reports import Reports
+from roost.actors.node.restore import Restorer
 from roost.actors.node.sessions import Sessions
 from roost.actors.node.workspaces import unknown_cwd
 from roost.actors.runtime.peer import Handler, Peer
@@ -43,6 +44,7 @@ MUTATING = (
     "session.stop",
     "session.resume",
     "session.forget",
+    "session.restore",
     *FORWARDED,
 )
 
@@ -57,8 +59,9 @@ class NodeActor:
         status: Callable[[], dict[str, Any]],
         shutdown: Callable[[], None],
         registered: Callable[[], set[str]],
+        restorer: Restorer,
     ) -> None:
-        self.peer, self.sessions = peer, sessions
+        self.peer, self.sessions, self.restorer = peer, sessions, restorer
         self._status, self._shutdown, self._registered = status, shutdown, registered
         self.started = time.time()
         reports = Reports(sessions)
@@ -76,6 +79,7 @@ class NodeActor:
             "session.stop": self.stop,
             "session.resume": self.resume,
             "session.forget": self.forget,
+            "session.restore": restorer.handle,
             "session.transcript": self.transcript,
             "session.diff": self.diff,
             "events.since": self.events_since,
@@ -112,6 +116,7 @@ class NodeActor:
         return handler
 
     async def sweep_loop(self) -> None:
+        """Sweeps after the first one (``Daemon`` runs that before it announces ready)."""
         while True:
             await asyncio.sleep(SWEEP_S)
             try:
@@ -215,6 +220,11 @@ class NodeActor:
         if mode not in r.MODES:
             raise RoostError("bad-request", "field 'mode' must be pty or stream", {"field": "mode"})
         name = f.opt_str(body, "name", max_len=128)
+        restore = f.opt_str(body, "restore", max_len=16) or r.NEVER
+        if restore not in r.RESTORE_POLICIES:
+            raise RoostError(
+                "bad-request", "field 'restore' must be never or resume", {"field": "restore"}
+            )
         env = f.str_map(body, "env")
         rows = f.opt_int(body, "rows", lo=2, hi=1000) or 40
         cols = f.opt_int(body, "cols", lo=2, hi=1000) or 120
@@ -248,6 +258,7 @@ class NodeActor:
             rows=rows,
             cols=cols,
             worktree=worktree,
+            restore_policy=restore,
         )
         created = {
             "kind": "record.created",

@@ -28,7 +28,7 @@ COMMITTED_BY_SUPERVISOR = frozenset(
 )
 TURN_POLL_S = 0.1
 # Node-wide mutations: while another client holds the node's controller lease they need its grant.
-NODE_WIDE = frozenset({"session.spawn", "workspace.add", "node.shutdown"})
+NODE_WIDE = frozenset({"session.spawn", "session.restore", "workspace.add", "node.shutdown"})
 
 log = structlog.get_logger("roost.control")
 

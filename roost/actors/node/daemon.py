@@ -26,6 +26,7 @@ from roost.actors.node.actor import NodeActor
 from roost.actors.node.hublink import HubConfig, HubLink, stored_hub
 from roost.actors.node.launcher import Launcher
 from roost.actors.node.notify import Notifier
+from roost.actors.node.restore import WAS_RUNNING, Batch, Restorer
 from roost.actors.node.sessions import Sessions
 from roost.actors.runtime.children import Child
 from roost.actors.runtime.endpoints import network_endpoint
@@ -205,10 +206,16 @@ class Daemon:
         sessions = Sessions(
             peer, Launcher(self.runtime), self.state_dir, self.router_ep, self.actor_token
         )
-        node = NodeActor(peer, sessions, self.status, stop.set, self.registered)
+        restorer = Restorer(peer, sessions, self.config.restore_pause()[0], self.registered)
+        node = NodeActor(peer, sessions, self.status, stop.set, self.registered, restorer)
         tasks = [
             asyncio.create_task(t)
-            for t in (self.broker.run(), peer.run(), *(c.run() for c in self.children))
+            for t in (
+                self.broker.run(),
+                peer.run(),
+                restorer.run(),
+                *(c.run() for c in self.children),
+            )
         ]
         if self.hub is not None:
             self.link = HubLink(
@@ -223,6 +230,7 @@ class Daemon:
         try:
             await self._wait_ready(peer)
             await self._started(peer)
+            restoring = await self._restore(sessions, restorer)
         except RoostError as err:  # storage-full too: node.started or node.json not written
             announce({"error": err.to_body()})
             self.failed = True
@@ -230,7 +238,7 @@ class Daemon:
         else:
             tasks.append(asyncio.create_task(node.sweep_loop()))
             tasks.append(asyncio.create_task(self._notifier(peer).run()))
-            announce({"ready": self.status()})
+            announce({"ready": {**self.status(), "restore": restoring.to_wire()}})
             log.info("node-serving", node_id=self.node_id, incarnation=self.incarnation)
         await stop.wait()
         log.info("node-stopping")
@@ -242,6 +250,13 @@ class Daemon:
         await asyncio.gather(*tasks, return_exceptions=True)
         self.broker.close()
         self.ctx.destroy(0)
+
+    async def _restore(self, sessions: Sessions, restorer: Restorer) -> Batch:
+        """The first sweep, before ready: records whose supervisor died with the machine become
+        dormant (``session.lost``); those that were running and say ``resume`` are queued for a
+        cold resume, one at a time (``node up`` prints the plan and follows it)."""
+        lost = await sessions.sweep(self.registered())
+        return await restorer.begin([x for x in lost if x.state in WAS_RUNNING], "boot")
 
     def _notifier(self, peer: Peer) -> Notifier:
         async def lookup(rid: str) -> dict[str, Any] | None:

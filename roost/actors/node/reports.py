@@ -226,6 +226,9 @@ class Reports:
         else:
             reason = verdict.get("reason") or "resume-unverified"
             await self.sessions.set_state(record, r.ATTENTION, extra=[event], attention=reason)
+        waiting = self.sessions.verdicts.get((record.id, record.generation))
+        if waiting is not None and not waiting.done():  # a restore waits for it
+            waiting.set_result(verdict)
         return {"ok": True}
 
     async def _current(self, body: dict[str, Any]) -> Record:

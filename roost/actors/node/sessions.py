@@ -58,6 +58,8 @@ class Sessions:
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         # launches waiting for their supervisor to attach (or fail), by instance
         self.attaching: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        # restores waiting for a cold resume's verdict, by (record, generation)
+        self.verdicts: dict[tuple[str, int], asyncio.Future[dict[str, Any]]] = {}
         self.cleaning = 0  # losses being settled: the node answers busy to a shutdown meanwhile
         self._sweeps = 0
 
@@ -335,10 +337,12 @@ class Sessions:
             **identity,
         )
 
-    async def sweep(self, registered: set[str]) -> None:
+    async def sweep(self, registered: set[str]) -> list[Record]:
         """Records whose supervisor process is gone become dormant (a dead supervisor is noticed
-        at once by its pid, without waiting for its registration to expire)."""
+        at once by its pid, without waiting for its registration to expire); returns them as
+        they were before (the node's first sweep: what was running when the machine went down)."""
         self.launcher.reap()
+        found: list[Record] = []
         reply = await self.peer.call("state", "state.record.list", {})
         for raw in reply["records"]:
             record = record_of({"record": raw})
@@ -353,11 +357,13 @@ class Sessions:
                     fresh, _ = await self.find(record.id)
                     if fresh.state in r.ACTIVE_STATES and fresh.generation == record.generation:
                         await self.lost(fresh, reason="supervisor-gone")
+                        found.append(fresh)
         self._sweeps += 1
         if self._sweeps % ORPHAN_SWEEPS == 1:
             await settle_orphans(
                 self.peer, self.state_dir / "sessions", registered, self.locks, self._find_record
             )
+        return found
 
     async def _find_record(self, ref: str) -> Record:
         return (await self.find(ref))[0]

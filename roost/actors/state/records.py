@@ -24,6 +24,9 @@ STATES = (STARTING, LIVE, STOPPING, DORMANT, ATTENTION, FAILED)
 # States in which a supervisor process may exist for the record.
 ACTIVE_STATES = frozenset({STARTING, LIVE, STOPPING, ATTENTION})
 MODES = ("pty", "stream")
+# What `node up` does with a record that was live when the machine went down (spawn --restore).
+NEVER, RESUME = "never", "resume"
+RESTORE_POLICIES = (NEVER, RESUME)
 
 
 def new_record_id() -> str:
@@ -47,7 +50,7 @@ class Record:
     activity: str | None = None
     attention: str | None = None
     last_exit: dict[str, Any] | None = None
-    restore_policy: str = "dormant"
+    restore_policy: str = NEVER
     worktree: dict[str, Any] | None = None  # spawn --worktree: {repo, path, branch, base}
     env: dict[str, str] = field(default_factory=dict)
     rows: int = 40

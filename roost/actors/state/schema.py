@@ -58,6 +58,12 @@ MIGRATE_3 = """
 ALTER TABLE records ADD COLUMN worktree BLOB;
 """
 
+# v4: restore policies after a reboot (spawn --restore never|resume). Version 1 knew one policy,
+# "dormant" (stay dormant), which is what "never" means now.
+MIGRATE_4 = """
+UPDATE records SET restore_policy = 'never' WHERE restore_policy NOT IN ('never', 'resume');
+"""
+
 
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def run(conn: sqlite3.Connection) -> None:
@@ -72,6 +78,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _script(SCHEMA_V1),
     2: _script(MIGRATE_2),
     3: _script(MIGRATE_3),
+    4: _script(MIGRATE_4),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
