@@ -170,7 +170,11 @@ class Dashboard(App[None]):
     def redraw(self) -> None:
         """The table from the board: cells updated in place, rows rebuilt when the visible set
         changed (a record came or went, the filter changed); the selection stays on its record."""
-        table = self.query_one(DataTable)
+        base = self.screen_stack[:1]  # the list's screen, under any dialog
+        found = base[0].query(DataTable) if base else None
+        if not found:  # before the list is mounted, or after it is gone: the mount redraws
+            return
+        table = found.first()
         keys, now = self.board.visible(), time.time()
         if [_key(row.key.value) for row in table.ordered_rows] != keys:
             with table.prevent(DataTable.RowHighlighted):  # the rebuild is not the user moving
