@@ -158,7 +158,9 @@ class Client:
             reply = p.Header.decode(frames[0])
             if reply.rid not in (rid, ""):
                 continue  # a late answer to an earlier call that timed out
-            body_out = p.unpack(frames[1], limit=p.HARD_FRAME_LIMIT)
+            # A reply from the node (or hub) it asked: the size and type limits hold, the
+            # per-value shape walk is left out (a page of 5,000 events is 10,000 maps).
+            body_out = p.unpack(frames[1], limit=p.HARD_FRAME_LIMIT, shape=False)
             if reply.kind == p.ERROR:
                 raise RoostError.from_body(body_out)
             return body_out

@@ -166,14 +166,30 @@ def pack(obj: dict[str, Any]) -> bytes:
     return data
 
 
+class Packed(bytes):
+    """A body that is already one encoded msgpack map: a handler may return it, and it goes on
+    the wire as it is (a reply built from stored bytes, or one relayed without decoding)."""
+
+
 def _shape_ok(obj: Any, depth: int) -> bool:
-    """Nesting within MAX_DEPTH, and every map key a string (msgpack also allows bin keys)."""
-    if depth > MAX_DEPTH:
+    """Nesting within MAX_DEPTH, and every map key a string (msgpack also allows bin keys).
+    Only containers are walked into (``type`` is exact: unpacked values are never subclasses),
+    so a long list of small maps costs one call per map. A value inside a container counts one
+    level deeper than it, scalars too."""
+    if depth > MAX_DEPTH or (obj and depth + 1 > MAX_DEPTH):
         return False
-    if isinstance(obj, dict):
-        return all(isinstance(k, str) and _shape_ok(v, depth + 1) for k, v in obj.items())
-    if isinstance(obj, list):
-        return all(_shape_ok(v, depth + 1) for v in obj)
+    if type(obj) is dict:
+        for key, value in obj.items():
+            if type(key) is not str:
+                return False
+            kind = type(value)
+            if (kind is dict or kind is list) and not _shape_ok(value, depth + 1):
+                return False
+    elif type(obj) is list:
+        for value in obj:
+            kind = type(value)
+            if (kind is dict or kind is list) and not _shape_ok(value, depth + 1):
+                return False
     return True
 
 
@@ -181,8 +197,12 @@ def _no_ext(code: int, data: bytes) -> Any:
     raise ValueError("extension types are not part of the protocol")
 
 
-def unpack(data: bytes, *, limit: int = BODY_LIMIT, what: str = "body") -> dict[str, Any]:
-    """Decode one frame into a map, enforcing every limit; raise RoostError on bad input."""
+def unpack(
+    data: bytes, *, limit: int = BODY_LIMIT, what: str = "body", shape: bool = True
+) -> dict[str, Any]:
+    """Decode one frame into a map, enforcing every limit; raise RoostError on bad input.
+    ``shape=False`` leaves out the walk that checks nesting and map keys (the rest still holds):
+    for a client reading its node's replies, which the node built."""
     if len(data) > limit:
         raise RoostError("frame-too-large", f"{what} is {len(data)} bytes; the limit is {limit}")
     try:
@@ -201,7 +221,7 @@ def unpack(data: bytes, *, limit: int = BODY_LIMIT, what: str = "body") -> dict[
         raise RoostError("bad-request", f"{what} is not one valid msgpack value") from None
     if not isinstance(obj, dict):
         raise RoostError("bad-request", f"{what} must be a msgpack map")
-    if not _shape_ok(obj, 0):
+    if shape and not _shape_ok(obj, 0):
         raise RoostError(
             "bad-request",
             f"{what} nests deeper than {MAX_DEPTH} or has a map key that is not a string",

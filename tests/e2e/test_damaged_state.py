@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from roost.broker.errors import RoostError
 from tests.e2e.conftest import Node
 from tests.e2e.test_state_file import _refused_up
 
@@ -191,3 +192,34 @@ def test_repair_of_a_sound_database_changes_nothing(node: Node) -> None:
 def test_repair_is_refused_while_the_node_serves(node: Node) -> None:
     node.up()
     assert node.error("node", "repair")["code"] == "node-running"
+
+
+def test_a_damaged_event_row_is_refused_clearly_and_the_rest_still_serves(node: Node) -> None:
+    """``events.since`` splices stored bytes into its reply (issue 12): a row whose stored data
+    is no longer one msgpack value must make the page an error naming the damage, never a
+    reply a client would read wrongly; once the row is mended the same page reads again."""
+    node.up()
+    node.run("spawn", "echo", "--name", "s1", "--mode", "stream")
+    node.run("turn", "s1", "hello", "--wait")
+    events = all_events(node)
+    assert len(events) >= 3
+    victim = events[1]["seq"]
+    conn = sqlite3.connect(node.state_dir / "state.db", timeout=10)
+    try:
+        (good,) = conn.execute("SELECT data FROM events WHERE seq = ?", (victim,)).fetchone()
+        with conn:
+            conn.execute("UPDATE events SET data = ? WHERE seq = ?", (good[:-1], victim))
+        with node.client() as client:
+            with pytest.raises(RoostError) as err:
+                client.call("events.since", {"after": 0})
+            assert err.value.code == "durable-state-damaged"
+            assert str(node.state_dir) not in str(err.value)
+            after = client.call("events.since", {"after": victim})  # past it: still served
+            assert [e["seq"] for e in after["events"]] == [e["seq"] for e in events[2:]]
+            assert client.call("session.list", {})["records"]  # the node itself is fine
+            with conn:
+                conn.execute("UPDATE events SET data = ? WHERE seq = ?", (good, victim))
+            mended = client.call("events.since", {"after": 0})
+        assert mended["events"][: len(events)] == events
+    finally:
+        conn.close()

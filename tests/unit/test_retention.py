@@ -148,10 +148,11 @@ def store_for(conn: sqlite3.Connection, limit: int, now: float = 1e9) -> StateSt
 
 
 async def since(store: StateStore, after: int, **query: Any) -> dict[str, Any]:
-    reply: dict[str, Any] = await store.peer.handlers["state.events.since"](
+    packed = await store.peer.handlers["state.events.since"](
         p.Header(kind="request"), {"after": after, **query}
     )
-    return reply
+    assert isinstance(packed, p.Packed)  # the store answers with bytes the node relays
+    return p.unpack(packed, limit=p.HARD_FRAME_LIMIT)
 
 
 async def trim_until_done(store: StateStore) -> int:

@@ -82,7 +82,6 @@ class NodeActor:
             "session.restore": restorer.handle,
             "session.transcript": self.transcript,
             "session.diff": self.diff,
-            "events.since": self.events_since,
             "node.session.attach": self._report(reports.on_attach, locked=False),
             "node.session.exited": self._report(reports.on_exited),
             "node.session.failed": self._report(reports.on_failed, locked=False),
@@ -98,6 +97,7 @@ class NodeActor:
             handlers[method] = self.control.node_wide(handlers[method])
         handlers.update(self.control.handlers())
         peer.handlers.update(handlers)
+        peer.handlers["events.since"] = self.events_since  # answers with the store's bytes
 
     def _report(self, fn: Callable[[dict[str, Any]], Any], *, locked: bool = True) -> Handler:
         """A supervisor's report. attach/failed resolve a launch that holds the record's lock,
@@ -390,7 +390,7 @@ class NodeActor:
         directory = self.sessions.state_dir / "sessions" / record.id
         return {"record": record.id, **read_transcript(directory, offset, limit)}
 
-    async def events_since(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+    async def events_since(self, h: p.Header, body: dict[str, Any]) -> p.Packed:
         query: dict[str, Any] = {
             "after": f.opt_int(body, "after") or 0,
             "limit": f.opt_int(body, "limit", lo=1, hi=5000) or 1000,
@@ -398,7 +398,8 @@ class NodeActor:
         ref = f.opt_str(body, "id")
         if ref:
             query["record"] = (await self.sessions.find(ref))[0].id
-        return await self.peer.call("state", "state.events.since", query)
+        # The state store's reply is relayed as it is: its events are stored bytes.
+        return await self.peer.call_packed("state", "state.events.since", query)
 
     def _locked(self, ref: str) -> _RecordLock:
         return _RecordLock(self.sessions, ref)

@@ -27,6 +27,8 @@ from roost.broker.registry import DEAD_AFTER_BEATS, HEARTBEAT_S, Seen
 log = structlog.get_logger("roost.peer")
 
 Handler = Callable[[p.Header, dict[str, Any]], Awaitable[dict[str, Any]]]
+# What a peer serves: a handler may also answer with a body already encoded (p.Packed).
+Serving = Callable[[p.Header, dict[str, Any]], Awaitable[dict[str, Any] | p.Packed]]
 NotifyHandler = Callable[[p.Header, dict[str, Any]], Awaitable[None]]
 
 
@@ -63,8 +65,8 @@ class Peer:
         self.address = address
         self.incarnation = incarnation
         self.meta = meta or {}
-        self.handlers: dict[str, Handler] = {}
-        self.fallback: Handler | None = None  # serves the methods no handler names
+        self.handlers: dict[str, Serving] = {}
+        self.fallback: Serving | None = None  # serves the methods no handler names
         self._sockopts = sockopts or {}  # e.g. CURVE keys for a link over the network
         self.on_notify: NotifyHandler | None = None
         self.on_registered: list[Callable[[], Awaitable[None]]] = []
@@ -77,8 +79,9 @@ class Peer:
         self._beat = heartbeat
         self._ids = itertools.count(1)
         self._prefix = f"{address}:{os.getpid()}:"
-        self._pending: dict[str, asyncio.Future[tuple[p.Header, dict[str, Any]]]] = {}
+        self._pending: dict[str, asyncio.Future[tuple[p.Header, Any]]] = {}
         self._targets: dict[str, str] = {}  # request id -> the address a pending call went to
+        self._packed: set[str] = set()  # request ids whose reply body is wanted as it came
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sock: zmq.asyncio.Socket | None = None
         self._warned = Seen()
@@ -165,6 +168,12 @@ class Peer:
             except RoostError as err:
                 log.warning("undecodable-header", address=self.address, code=err.code)
                 continue
+            if header.kind == p.RESPONSE and header.rid in self._packed:
+                # Relayed as it is (call_packed): the caller's own client decodes it.
+                future = self._pending.pop(header.rid, None)
+                if future is not None and not future.done():
+                    future.set_result((header, p.Packed(frames[1])))
+                continue
             try:
                 body = p.unpack(frames[1], limit=p.HARD_FRAME_LIMIT)
             except RoostError as err:
@@ -245,7 +254,10 @@ class Peer:
                     {"method": header.method},
                 )
             reply = await handler(header, body)
-            self._send(p.reply_header(header), reply)
+            if isinstance(reply, p.Packed):
+                self._send_packed(p.reply_header(header), reply)
+            else:
+                self._send(p.reply_header(header), reply)
         except RoostError as err:
             self._send(p.reply_header(header, error=True), err.to_body())
         except Exception:
@@ -301,16 +313,46 @@ class Peer:
         op: str = "",
     ) -> dict[str, Any]:
         """Send a request and await its reply; raise RoostError for an error reply or deadline."""
+        reply = await self._call(target, method, body, timeout, session, op, packed=False)
+        assert isinstance(reply, dict)
+        return reply
+
+    async def call_packed(
+        self,
+        target: str,
+        method: str,
+        body: dict[str, Any] | None = None,
+        *,
+        timeout: float = 10.0,
+    ) -> p.Packed:
+        """``call``, with the reply's body left encoded, for a handler that answers with it as
+        it is (a large reply relayed without decoding and encoding it again). An error reply
+        is decoded and raised as ``call`` raises it."""
+        reply = await self._call(target, method, body, timeout, None, "", packed=True)
+        assert isinstance(reply, p.Packed)
+        return reply
+
+    async def _call(
+        self,
+        target: str,
+        method: str,
+        body: dict[str, Any] | None,
+        timeout: float,
+        session: dict[str, Any] | None,
+        op: str,
+        *,
+        packed: bool,
+    ) -> dict[str, Any] | p.Packed:
         try:
             await asyncio.wait_for(self.registered.wait(), timeout)
         except TimeoutError:
             raise RoostError("unavailable", "the broker is not reachable") from None
         rid = self._prefix + str(next(self._ids))
-        future: asyncio.Future[tuple[p.Header, dict[str, Any]]] = (
-            asyncio.get_running_loop().create_future()
-        )
+        future: asyncio.Future[tuple[p.Header, Any]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
         self._targets[rid] = target
+        if packed:
+            self._packed.add(rid)
         header = p.Header(
             kind=p.REQUEST, rid=rid, method=method, target=target, session=session, op=op
         )
@@ -326,6 +368,7 @@ class Peer:
         finally:
             self._pending.pop(rid, None)
             self._targets.pop(rid, None)
+            self._packed.discard(rid)
         if reply_header.kind == p.ERROR:
             err = RoostError.from_body(reply)
             if err.code == "unreachable" and restartable(target):
@@ -333,7 +376,8 @@ class Peer:
                     "unavailable", f"{target} is restarting; retry shortly", {"target": target}
                 )
             raise err
-        return reply
+        result: dict[str, Any] | p.Packed = reply
+        return result
 
     def abandon(self, *prefixes: str) -> None:
         """Answer now the pending calls to addresses whose process is known to have exited,

@@ -30,7 +30,7 @@ from roost.actors.runtime.process import (
     setup_logging,
     watch_lifeline,
 )
-from roost.actors.state import db, retention
+from roost.actors.state import db, integrity, retention
 from roost.actors.state.backup import Backup
 from roost.actors.state.journal import Journal, check_events, check_op
 from roost.actors.state.records import Record
@@ -308,22 +308,22 @@ class StateStore:
 
         return await self.write(mutation)
 
-    async def _events_since(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+    async def _events_since(self, h: p.Header, body: dict[str, Any]) -> p.Packed:
         after = f.opt_int(body, "after") or 0
         limit = f.opt_int(body, "limit", lo=1, hi=5000) or 1000
         record_id = f.opt_str(body, "record")
-        events, more = db.events_page(self.conn, after, limit, record_id)
+        try:
+            events, more = db.events_page(self.conn, after, limit, record_id)
+        except ValueError as err:
+            raise integrity.damaged(f"events after seq {after}: {err}") from None
         first, last = db.seq_range(self.conn)
         # Seqs are contiguous but for what retention trimmed from the front, so seqs after
         # ``after`` are missing exactly when ``first`` is past ``after + 1``. With ``record`` the
         # gap is node-wide: the dropped events may or may not have included that record's.
-        return {
-            "events": events,
-            "more": more,
-            "last_seq": last,
-            "first_seq": first,
-            "gap": after + 1 < first,
-        }
+        # The events are stored bytes, spliced in: the reply is built here, packed, and the node
+        # relays it as it is.
+        head = {"more": more, "last_seq": last, "first_seq": first, "gap": after + 1 < first}
+        return p.Packed(db.packed_map(head, "events", events))
 
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
