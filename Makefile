@@ -23,6 +23,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m compileall -q roost  # an editable install writes no bytecode of its own
 	touch $(STAMP)
 
 $(NODE_STAMP): clients/node/package.json clients/node/package-lock.json

@@ -5,7 +5,6 @@ Shared by the node (providers) and the CLI (record ids and names); plain functio
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 CUTOFF = 0.6  # difflib's similarity ratio a candidate needs to be suggested
@@ -19,6 +18,8 @@ def close_matches(word: str, candidates: Iterable[str], n: int = 3) -> list[str]
     first = [c for c in known if c.lower() == lowered]
     prefix = [c for c in known if len(word) >= 3 and c.lower().startswith(lowered)]
     prefix += [c for c in known if len(c) >= 3 and lowered.startswith(c.lower())]
+    import difflib  # only when a name was mistyped: not on every command's start
+
     fuzzy = difflib.get_close_matches(word, known, n=n, cutoff=CUTOFF)
     fuzzy += difflib.get_close_matches(lowered, [c.lower() for c in known], n=n, cutoff=CUTOFF)
     by_lower = {c.lower(): c for c in known}

@@ -7,12 +7,9 @@ it stays short enough for ipc endpoints (about 100 bytes on Linux) wherever the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import secrets
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +51,9 @@ def runtime_dir(state_dir: Path) -> Path:
     env = os.environ.get("ROOST_RUNTIME_DIR")
     if env:
         return private_dir(Path(env))
+    import hashlib  # here, not at the top: a CLI command that does not get here starts faster
+    import tempfile
+
     digest = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     uid = os.getuid() if sys.platform != "win32" else 0
@@ -182,6 +182,8 @@ def load_or_create_secret(path: Path) -> str:
     try:
         return path.read_text().strip()
     except FileNotFoundError:
+        import secrets  # the first start only
+
         token = secrets.token_urlsafe(32)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:

@@ -82,16 +82,16 @@ def _completer(command: click.Command, param: click.Parameter) -> Any:
     return None
 
 
-def install(group: click.Group) -> None:
-    """Give the parameters of every command under ``group`` their completer."""
-    for cmd in group.commands.values():
-        if isinstance(cmd, click.Group):
+def install(command: click.Command) -> None:
+    """Give the parameters of ``command`` (and of every command under it) their completer."""
+    if isinstance(command, click.Group):
+        for cmd in command.commands.values():
             install(cmd)
-            continue
-        for param in cmd.params:
-            completer = _completer(cmd, param)
-            if completer is not None and param._custom_shell_complete is None:
-                param._custom_shell_complete = completer
+        return
+    for param in command.params:
+        completer = _completer(command, param)
+        if completer is not None and param._custom_shell_complete is None:
+            param._custom_shell_complete = completer
 
 
 @click.command()

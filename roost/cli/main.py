@@ -2,25 +2,79 @@
 
 from __future__ import annotations
 
+import importlib
+import os
+
 import click
 
 from roost import __version__
-from roost.cli import completion, control, install, sessions
-from roost.cli.attach import attach
-from roost.cli.backup import node_backup
-from roost.cli.config import config_group
-from roost.cli.context import Remote, make_ctx
-from roost.cli.diff import diff
-from roost.cli.doctor import doctor
-from roost.cli.events import events, workspace
-from roost.cli.hub import hub as hub_group
-from roost.cli.keys import keys
-from roost.cli.logs import logs
-from roost.cli.node import node
-from roost.cli.tui import tui
+
+# Each command's module is imported when the command runs (or help lists it), not at start:
+# `roost ls` then loads the client and its table, never the dashboard, attach or doctor.
+LAZY = {
+    **{name: "roost.cli.sessions" for name in ("spawn", "ls", "show", "prompt", "send", "key")},
+    **{name: "roost.cli.sessions" for name in ("resize", "rename", "stop", "resume", "forget")},
+    "transcript": "roost.cli.sessions",
+    **{name: "roost.cli.control" for name in ("turn", "op", "claim", "release")},
+    "node": "roost.cli.main:_node",
+    "hub": "roost.cli.main:_hub",
+    "events": "roost.cli.events",
+    "workspace": "roost.cli.events",
+    "keys": "roost.cli.keys",
+    "attach": "roost.cli.attach",
+    "tui": "roost.cli.tui",
+    "diff": "roost.cli.diff",
+    "config": "roost.cli.config:config_group",
+    "doctor": "roost.cli.doctor",
+    "logs": "roost.cli.logs",
+    "completion": "roost.cli.completion",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _node() -> click.Command:
+    from roost.cli.backup import node_backup
+    from roost.cli.install import node_install
+    from roost.cli.node import node
+
+    node.add_command(node_install)
+    node.add_command(node_backup)
+    return node
+
+
+def _hub() -> click.Command:
+    from roost.cli.hub import hub
+    from roost.cli.install import hub_install
+
+    hub.add_command(hub_install)
+    return hub
+
+
+def _load(name: str) -> click.Command:
+    module, _, attr = LAZY[name].partition(":")
+    found = getattr(importlib.import_module(module), attr or name)
+    command = found() if attr.startswith("_") else found
+    assert isinstance(command, click.Command) and command.name == name, name
+    return command
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported by name when first asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LAZY:
+            command = _load(cmd_name)
+            if os.environ.get("_ROOST_COMPLETE"):  # completing a command line: ids, providers
+                from roost.cli.completion import install
+
+                install(command)
+            self.add_command(command)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="roost")
 @click.option("--state-dir", envvar="ROOST_STATE_DIR", help="the node's state directory")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document")
@@ -43,28 +97,12 @@ def cli(
     node_id: str | None,
 ) -> None:
     """roost: durable, supervised sessions for AI coding-agent CLIs."""
+    from roost.cli.context import Remote, make_ctx
+
     ctx.obj = make_ctx(state_dir, as_json, timeout)
     endpoint = hub or connect
     ctx.obj.remote = Remote(endpoint, server_key, key_file) if endpoint else None
     ctx.obj.node = node_id or ""
-
-
-node.add_command(install.node_install)
-node.add_command(node_backup)
-hub_group.add_command(install.hub_install)
-cli.add_command(node)
-cli.add_command(events)
-cli.add_command(workspace)
-cli.add_command(keys)
-cli.add_command(attach)
-cli.add_command(hub_group)
-cli.add_command(tui)
-cli.add_command(diff)
-for cmd in (*sessions.COMMANDS, *control.COMMANDS):
-    cli.add_command(cmd)
-for cmd in (config_group, doctor, logs, completion.completion):
-    cli.add_command(cmd)
-completion.install(cli)  # after every command is added: record ids, providers, key names
 
 
 def main() -> None:

@@ -9,13 +9,26 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import click
-from rich.console import Console
 
 from roost.broker.errors import RoostError
 from roost.cli.table import Column, render
 
-# No markup: what is printed is data (keys hold "[" and "]", screens hold anything).
-console = Console(highlight=False, soft_wrap=True, markup=False)
+# Control characters that would move the cursor or ring: dropped from text output (as rich's
+# Text dropped them when it printed for us). Escape sequences in screens stay the user's to see.
+_STRIP = dict.fromkeys((7, 8, 11, 12, 13))
+
+
+class Console:
+    """Prints text lines to stdout, as they are: no markup, no highlighting, no emoji codes,
+    no wrapping (what is printed is data: keys hold "[" and "]", screens hold anything). It
+    stands where a rich Console did, without rich's import on every command's start."""
+
+    def print(self, *objects: Any, sep: str = " ", end: str = "\n", **_: Any) -> None:
+        text = sep.join(str(o) for o in objects).translate(_STRIP)
+        click.echo(text + end, nl=False)
+
+
+console = Console()
 
 
 def _default(value: Any) -> Any:

@@ -16,7 +16,6 @@ from roost.cli.progress import waiting
 from roost.cli.readiness import READY_TIMEOUT_S, wait_ready
 from roost.cli.restore import follow, print_outcomes, print_plan
 from roost.cli.table import terminal_width
-from roost.config import load
 
 SIZE_RE = re.compile(r"^(\d+)x(\d+)$")
 
@@ -139,6 +138,8 @@ def spawn(
     cwd = cwd_ or os.getcwd()
     if cwd_ and os.path.isdir(cwd_):
         cwd = os.path.abspath(cwd_)
+    from roost.config import load  # only spawn reads the config file
+
     defaults = load()
     body = {
         "provider": provider,
