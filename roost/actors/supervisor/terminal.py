@@ -1,12 +1,11 @@
-"""A session's terminal as roost keeps it: the pyte screen and the append-only transcript.
+"""A session's terminal as roost keeps it: the screen and the append-only transcript.
 
 Raw output is appended to ``transcript.bin`` under the session's directory (rotated at a bound,
 one older file kept); its byte offset runs across generations and rotations, so a client that saw
 offset N knows exactly what it missed. The screen is what a human would see now, rows joined by
-newlines. Escape sequences pyte does not know are taken out before it sees them (``escapes``), and
-one whose arguments a screen method still refuses is ignored, never raised out of ``feed`` (which
-would lose the rest of that read and its classification). The title is the window title the
-program set last (OSC 0 or 2), which some CLIs use for a progress spinner.
+newlines. Escape sequences pyte does not know are taken out before it sees them (``escapes``),
+and pyte runs behind ``emulator.Emulator``. The title is the window title the program set last
+(OSC 0 or 2), which some CLIs use for a progress spinner.
 """
 
 from __future__ import annotations
@@ -14,82 +13,41 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pyte
 import structlog
 
+from roost.actors.supervisor.emulator import Emulator
 from roost.actors.supervisor.escapes import EscapeFilter
 
 log = structlog.get_logger("roost.terminal")
 
-REFUSALS = (TypeError, ValueError, IndexError, KeyError)
-
-
-class Tolerant:
-    """The screen as pyte's parser calls it: a control whose arguments the screen method refuses
-    (a private form it lacks, such as ``CSI ? 996 n``; too many parameters) does nothing."""
-
-    def __init__(self, screen: pyte.Screen) -> None:
-        self._screen = screen
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._screen, name)
-        if name == "draw" or not callable(attr):
-            return attr
-        return _tolerant(attr)
-
-
-def _tolerant(method: Callable[..., Any]) -> Callable[..., Any]:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(*args, **kwargs)
-        except REFUSALS:
-            return None
-
-    return call
-
 
 class Terminal:
     def __init__(self, rows: int, cols: int) -> None:
-        self.screen = pyte.Screen(cols, rows)
-        self._stream = pyte.ByteStream(Tolerant(self.screen))
+        self._emulator = Emulator(rows, cols)
         self._escapes = EscapeFilter()
 
     def feed(self, data: bytes) -> None:
-        self._stream.feed(self._escapes.feed(data))
+        self._emulator.feed(self._escapes.feed(data))
+
+    @property
+    def screen(self) -> pyte.Screen:
+        return self._emulator.screen
 
     def resize(self, rows: int, cols: int) -> None:
-        """As a real terminal (xterm) resizes: fewer rows drop those below the cursor first,
-        then from the top only as many as keep the cursor on the screen; fewer columns cut each
-        row at the right and bring the cursor inside. pyte alone cuts rows from the top, so a
-        screen with its text at the top went blank with the cursor left on a row it no longer
-        showed (issue 11, rough edge 6)."""
-        screen = self.screen
-        if rows < screen.lines:
-            top = max(0, screen.cursor.y - rows + 1)  # rows scrolled off so the cursor fits
-            buffer = screen.buffer
-            kept = {y - top: buffer[y] for y in range(top, top + rows) if y in buffer}
-            buffer.clear()
-            buffer.update(kept)
-            screen.cursor.y -= top
-            screen.lines = rows  # pyte's own resize has nothing left to cut
-        screen.resize(rows, cols)
-        screen.set_margins()  # the whole (new) screen scrolls, whatever pyte skipped
-        screen.cursor.x = min(screen.cursor.x, cols - 1)
-        screen.dirty.update(range(rows))
+        self._emulator.resize(rows, cols)
 
     def text(self) -> str:
-        return "\n".join(line.rstrip() for line in self.screen.display).rstrip("\n")
+        return self._emulator.text()
 
     def title(self) -> str:
         """The window title the program set last (OSC 0 or 2), "" before any."""
-        return str(self.screen.title)
+        return self._emulator.title()
 
     def cursor(self) -> dict[str, int]:
-        return {"row": self.screen.cursor.y, "col": self.screen.cursor.x}
+        return self._emulator.cursor()
 
 
 TRANSCRIPT_LIMIT = 8 * 1024 * 1024  # per file; one rotated file is kept beside the current
