@@ -95,6 +95,20 @@ def test_an_erase_pyte_cannot_do_is_ignored() -> None:
     assert emulator.text() == "abcdef"
 
 
+def test_resting_needs_the_parser_between_sequences_and_whole_characters() -> None:
+    emulator = Emulator(5, 20)
+    emulator.feed(b"x\r\n")
+    assert emulator.resting() == (0, 4)
+    emulator.feed(b"\x1b]0;tit")  # inside an OSC
+    assert emulator.resting() is None
+    emulator.feed(b"le\x07\xe4")  # half a UTF-8 character
+    assert emulator.resting() is None
+    emulator.feed(b"\xb8\xad\x1b[2;4r\x1b[3;1H")  # a region, the cursor inside it
+    assert emulator.resting() == (1, 3)
+    emulator.feed(b"\x1b[2;1H")  # on the region's top row: not yet
+    assert emulator.resting() is None
+
+
 @pytest.mark.parametrize("cut", [None, 1, 2, 3, 4])
 def test_a_character_set_switch_applies_from_the_next_byte(cut: int | None) -> None:
     """pyte decoded a whole feed before parsing it, so what followed ``ESC % @`` in the same

@@ -12,7 +12,9 @@
 * printable ASCII is drawn a row's share at a time (pyte built a named tuple per character, most
   of what a flood cost) and the text is read without a call per cell; a wide character's stub
   left alone (its first half overwritten) shows blank, where pyte's ``display`` raised;
-* a resize as xterm does it.
+* a resize as xterm does it;
+* what the lazy terminal (``terminal``) asks before it skips text that scrolls away
+  (``resting``) and where it then stands (``skim``).
 
 It is fed what ``escapes.EscapeFilter`` left of the output.
 """
@@ -206,6 +208,33 @@ class Emulator:
 
     def cursor(self) -> dict[str, int]:
         return {"row": self.screen.cursor.y, "col": self.screen.cursor.x}
+
+    # -- what the lazy terminal skips by ---------------------------------------------------------
+
+    def resting(self) -> tuple[int, int] | None:
+        """The scrolling region (top and bottom row) when text may be skimmed from here: the
+        parser between sequences, no character half decoded, UTF-8, and the cursor inside the
+        region below its top row (so no combining character can reach a row outside it), in a
+        region of two rows or more. None otherwise, and whenever pyte's internals are not the
+        ones this was written against (then nothing is skipped)."""
+        stream, screen = self._stream, self.screen
+        if getattr(stream, "_taking_plain_text", None) is not True or not stream.use_utf8:
+            return None
+        decoder = getattr(stream, "utf8_decoder", None)
+        if decoder is None or decoder.getstate()[0]:
+            return None
+        top, bottom = screen.margins or (0, screen.lines - 1)
+        if not top < screen.cursor.y <= bottom:
+            return None
+        return top, bottom
+
+    def skim(self, styles: bytes, bottom: int) -> None:
+        """Stand where skipped text would have left the terminal: its styles (SGR) applied, the
+        cursor at the start of the region's bottom row. The region's rows are stale until the
+        text that follows has scrolled them all away, as the caller makes sure it does."""
+        if styles:
+            self.feed(styles)
+        self.screen.cursor.x, self.screen.cursor.y = 0, bottom
 
 
 def _render(line: Any, columns: int) -> str:

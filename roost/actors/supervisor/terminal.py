@@ -6,6 +6,13 @@ offset N knows exactly what it missed. The screen is what a human would see now,
 newlines. Escape sequences pyte does not know are taken out before it sees them (``escapes``),
 and pyte runs behind ``emulator.Emulator``. The title is the window title the program set last
 (OSC 0 or 2), which some CLIs use for a progress spinner.
+
+The screen is emulated lazily, off the read path: output waits in a backlog until someone reads
+the screen (the classifier, a client, the checks) or the backlog passes ``BACKLOG`` bytes, and
+of a long run of scrolling text pyte is fed only what can still be on the screen when it ends
+(``scrolling``). Emulating every byte cost seconds of CPU per MB (pyte builds a named
+tuple per character); a flood now costs its tail. What the screen shows after the output is
+exactly what emulating every byte shows.
 """
 
 from __future__ import annotations
@@ -18,36 +25,91 @@ from pathlib import Path
 import pyte
 import structlog
 
+from roost.actors.supervisor import scrolling
 from roost.actors.supervisor.emulator import Emulator
 from roost.actors.supervisor.escapes import EscapeFilter
 
 log = structlog.get_logger("roost.terminal")
+
+BACKLOG = 64 * 1024  # output held unemulated (at most this much work for one catch-up)
 
 
 class Terminal:
     def __init__(self, rows: int, cols: int) -> None:
         self._emulator = Emulator(rows, cols)
         self._escapes = EscapeFilter()
+        self._backlog: list[bytes] = []
+        self._held = 0  # bytes in the backlog
+        self.skipped = 0  # bytes of output pyte was never fed (they scrolled away)
 
     def feed(self, data: bytes) -> None:
-        self._emulator.feed(self._escapes.feed(data))
+        data = self._escapes.feed(data)
+        self._backlog.append(data)
+        self._held += len(data)
+        if self._held > BACKLOG:
+            self._catch_up(final=False)
 
     @property
     def screen(self) -> pyte.Screen:
+        """The pyte screen, with everything fed so far on it."""
+        self._catch_up()
         return self._emulator.screen
 
     def resize(self, rows: int, cols: int) -> None:
+        self._catch_up()  # the output so far was written for the old size
         self._emulator.resize(rows, cols)
 
     def text(self) -> str:
+        self._catch_up()
         return self._emulator.text()
 
     def title(self) -> str:
         """The window title the program set last (OSC 0 or 2), "" before any."""
+        self._catch_up()
         return self._emulator.title()
 
     def cursor(self) -> dict[str, int]:
+        self._catch_up()
         return self._emulator.cursor()
+
+    def _catch_up(self, final: bool = True) -> None:
+        """Emulate the backlog; unless ``final``, a run of text at its end that may go on in the
+        next read stays in it (so a flood costs one tail, not one per catch-up)."""
+        if not self._backlog:
+            return
+        data = b"".join(self._backlog)
+        self._backlog.clear()
+        done = self._skim(data, final)
+        if done < len(data):
+            self._backlog.append(data[done:])
+        self._held = len(data) - done
+
+    def _skim(self, data: bytes, final: bool) -> int:
+        """Feed ``data``, skipping in each long run what scrolls away; returns how much of it
+        was dealt with (all of it if ``final``)."""
+        emulator, done = self._emulator, 0
+        spans = scrolling.runs(data)
+        for start, end in spans:
+            first = data.find(b"\n", start, end) + 1  # from the second row on, see resting()
+            if first == 0:
+                continue
+            emulator.feed(data[done:first])
+            done = first
+            region = emulator.resting()
+            if region is None:
+                continue
+            top, bottom = region
+            point = scrolling.cut(data, first, end, bottom - top + 1)
+            if point is not None:
+                emulator.skim(scrolling.styles(data, first, point), bottom)
+                self.skipped += point - first
+                done = point
+        if not final and spans and spans[-1][1] == len(data) and len(data) - done <= BACKLOG // 2:
+            stop = max(done, spans[-1][0])
+            emulator.feed(data[done:stop])
+            return stop
+        emulator.feed(data[done:])
+        return len(data)
 
 
 TRANSCRIPT_LIMIT = 8 * 1024 * 1024  # per file; one rotated file is kept beside the current
