@@ -54,8 +54,10 @@ class Sup:
         self.identity = "known"
         self.checks = Checks()
         self.verdicts: list[str] = []
+        self.samples = 0  # process probes taken (one per call, never one per output)
 
     def evidence(self) -> None:
+        self.samples += 1
         return None
 
     def classified(self, result: dict[str, Any]) -> None:
@@ -112,6 +114,24 @@ async def _a_burst_of_output_is_one_round() -> None:
     assert peer.calls == ["starting"]
 
 
+async def _a_flood_is_classified_once_a_settle_at_most(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output every millisecond for 0.3 s: a round (one screen read, one process probe) at most
+    every SETTLE_S, and still rounds during the flood, not only after it."""
+    monkeypatch.setattr(classifying, "SETTLE_S", 0.02)
+    peer = Peer()
+    sup, classifier = make(peer)
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 0.3
+    while loop.time() < end:
+        sup.term.shown = f"line {loop.time()}"
+        classifier.changed()
+        await asyncio.sleep(0.001)
+    during = len(peer.calls)
+    await settle(classifier)
+    assert 2 <= during <= 0.3 / 0.02 + 1
+    assert sup.samples == len(peer.calls) <= during + 1
+
+
 async def _close_ends_the_rounds() -> None:
     peer = Peer(fail=10**6)
     _, classifier = make(peer)
@@ -133,6 +153,10 @@ def test_a_failed_call_is_tried_again_until_there_is_a_verdict() -> None:
 
 def test_a_burst_of_output_is_one_round() -> None:
     asyncio.run(_a_burst_of_output_is_one_round())
+
+
+def test_a_flood_is_classified_once_a_settle_at_most(monkeypatch: pytest.MonkeyPatch) -> None:
+    asyncio.run(_a_flood_is_classified_once_a_settle_at_most(monkeypatch))
 
 
 def test_close_ends_the_rounds() -> None:

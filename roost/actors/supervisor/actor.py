@@ -31,6 +31,7 @@ from roost.actors.supervisor import probe
 from roost.actors.supervisor.checks import IdentityAndResume
 from roost.actors.supervisor.classifying import ScreenClassifier
 from roost.actors.supervisor.delivery import Deliverer
+from roost.actors.supervisor.fanout import Fanout
 from roost.actors.supervisor.keyboard import Keyboard
 from roost.actors.supervisor.outbox import Outbox
 from roost.actors.supervisor.pty_agent import PtyAgent
@@ -60,6 +61,7 @@ class Supervisor:
         self.dir = Path(spec["session_dir"])
         self.term = Terminal(spec["rows"], spec["cols"])
         self.transcript = Transcript(self.dir)
+        self.fanout = Fanout(self._publish)
         self.deliver = Deliverer(
             peer, self.provider, self.instance_id, self._render, self.learn, directory=self.dir
         )
@@ -108,8 +110,15 @@ class Supervisor:
         self.checks.start()
 
     def _on_output(self, data: bytes) -> None:
+        """Each read: to the transcript at once (it keeps every byte the supervisor has read);
+        the screen, the subscribers and the classifier take it in batches (``terminal``,
+        ``fanout``, ``classifying``)."""
         offset = self.transcript.append(data)
         self.term.feed(data)
+        self.fanout.push(offset, data)
+        self.classifier.changed()
+
+    def _publish(self, offset: int, data: bytes) -> None:
         if self.peer.registered.is_set():
             self.peer.publish(
                 f"o/{self.record_id}",
@@ -120,7 +129,6 @@ class Supervisor:
                     "data": data,
                 },
             )
-        self.classifier.changed()
 
     def _on_exit(self, status: ExitStatus) -> None:
         self.exit = status
@@ -325,6 +333,7 @@ async def serve(spec: dict[str, Any], stop: asyncio.Event) -> None:
     await stop.wait()
     await supervisor.shutdown(grace=2.0)
     supervisor.classifier.close()
+    supervisor.fanout.close()
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -7,6 +7,7 @@ in a thread on Windows, where pywinpty forces one), write, resize, signal, and e
 
 from __future__ import annotations
 
+import array
 import os
 import signal
 import sys
@@ -14,6 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from roost.broker.errors import RoostError
+
+if sys.platform != "win32":
+    import fcntl
+    import termios
 
 
 @dataclass(frozen=True)
@@ -57,8 +62,24 @@ class PosixPty:
         self._status: ExitStatus | None = None
 
     def read(self, size: int) -> bytes:
+        """Up to ``size`` bytes: one read (called when the fd is readable), then more while the
+        terminal says more is waiting. A pty hands over at most about 4 KiB a read, so under a
+        flood each read cost a turn of the event loop and a transcript write of its own; the
+        further reads never block, and an error in one (EIO: the agent has gone) keeps what the
+        reads before it returned for the next call to report."""
         assert self.fd is not None
-        return os.read(self.fd, size)
+        data = os.read(self.fd, size)
+        parts, got = [data], len(data)
+        while 0 < got < size and waiting(self.fd):
+            try:
+                more = os.read(self.fd, size - got)
+            except OSError:
+                break
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        return data if len(parts) == 1 else b"".join(parts)
 
     def write(self, data: bytes) -> None:
         assert self.fd is not None
@@ -120,6 +141,16 @@ class WindowsPty:
         if self._proc.isalive():
             return None
         return ExitStatus(self._proc.exitstatus, None)
+
+
+def waiting(fd: int) -> bool:
+    """Whether the terminal holds bytes a read would return at once (FIONREAD)."""
+    count = array.array("i", [0])
+    try:
+        fcntl.ioctl(fd, termios.FIONREAD, count, True)
+    except OSError:
+        return False
+    return count[0] > 0
 
 
 def spawn_pty(argv: list[str], cwd: str, env: dict[str, str], rows: int, cols: int) -> PtyBackend:

@@ -1,12 +1,18 @@
-"""A session's terminal as roost keeps it: the pyte screen and the append-only transcript.
+"""A session's terminal as roost keeps it: the screen and the append-only transcript.
 
 Raw output is appended to ``transcript.bin`` under the session's directory (rotated at a bound,
 one older file kept); its byte offset runs across generations and rotations, so a client that saw
 offset N knows exactly what it missed. The screen is what a human would see now, rows joined by
-newlines. Escape sequences pyte does not know are taken out before it sees them (``escapes``), and
-one whose arguments a screen method still refuses is ignored, never raised out of ``feed`` (which
-would lose the rest of that read and its classification). The title is the window title the
-program set last (OSC 0 or 2), which some CLIs use for a progress spinner.
+newlines. Escape sequences pyte does not know are taken out before it sees them (``escapes``),
+and pyte runs behind ``emulator.Emulator``. The title is the window title the program set last
+(OSC 0 or 2), which some CLIs use for a progress spinner.
+
+The screen is emulated lazily, off the read path: output waits in a backlog until someone reads
+the screen (the classifier, a client, the checks) or the backlog passes ``BACKLOG`` bytes, and
+of a long run of scrolling text pyte is fed only what can still be on the screen when it ends
+(``scrolling``). Emulating every byte cost seconds of CPU per MB (pyte builds a named
+tuple per character); a flood now costs its tail. What the screen shows after the output is
+exactly what emulating every byte shows.
 """
 
 from __future__ import annotations
@@ -14,82 +20,96 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pyte
 import structlog
 
+from roost.actors.supervisor import scrolling
+from roost.actors.supervisor.emulator import Emulator
 from roost.actors.supervisor.escapes import EscapeFilter
 
 log = structlog.get_logger("roost.terminal")
 
-REFUSALS = (TypeError, ValueError, IndexError, KeyError)
-
-
-class Tolerant:
-    """The screen as pyte's parser calls it: a control whose arguments the screen method refuses
-    (a private form it lacks, such as ``CSI ? 996 n``; too many parameters) does nothing."""
-
-    def __init__(self, screen: pyte.Screen) -> None:
-        self._screen = screen
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._screen, name)
-        if name == "draw" or not callable(attr):
-            return attr
-        return _tolerant(attr)
-
-
-def _tolerant(method: Callable[..., Any]) -> Callable[..., Any]:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(*args, **kwargs)
-        except REFUSALS:
-            return None
-
-    return call
+BACKLOG = 64 * 1024  # output held unemulated (at most this much work for one catch-up)
 
 
 class Terminal:
     def __init__(self, rows: int, cols: int) -> None:
-        self.screen = pyte.Screen(cols, rows)
-        self._stream = pyte.ByteStream(Tolerant(self.screen))
+        self._emulator = Emulator(rows, cols)
         self._escapes = EscapeFilter()
+        self._backlog: list[bytes] = []
+        self._held = 0  # bytes in the backlog
+        self.skipped = 0  # bytes of output pyte was never fed (they scrolled away)
 
     def feed(self, data: bytes) -> None:
-        self._stream.feed(self._escapes.feed(data))
+        data = self._escapes.feed(data)
+        self._backlog.append(data)
+        self._held += len(data)
+        if self._held > BACKLOG:
+            self._catch_up(final=False)
+
+    @property
+    def screen(self) -> pyte.Screen:
+        """The pyte screen, with everything fed so far on it."""
+        self._catch_up()
+        return self._emulator.screen
 
     def resize(self, rows: int, cols: int) -> None:
-        """As a real terminal (xterm) resizes: fewer rows drop those below the cursor first,
-        then from the top only as many as keep the cursor on the screen; fewer columns cut each
-        row at the right and bring the cursor inside. pyte alone cuts rows from the top, so a
-        screen with its text at the top went blank with the cursor left on a row it no longer
-        showed (issue 11, rough edge 6)."""
-        screen = self.screen
-        if rows < screen.lines:
-            top = max(0, screen.cursor.y - rows + 1)  # rows scrolled off so the cursor fits
-            buffer = screen.buffer
-            kept = {y - top: buffer[y] for y in range(top, top + rows) if y in buffer}
-            buffer.clear()
-            buffer.update(kept)
-            screen.cursor.y -= top
-            screen.lines = rows  # pyte's own resize has nothing left to cut
-        screen.resize(rows, cols)
-        screen.set_margins()  # the whole (new) screen scrolls, whatever pyte skipped
-        screen.cursor.x = min(screen.cursor.x, cols - 1)
-        screen.dirty.update(range(rows))
+        self._catch_up()  # the output so far was written for the old size
+        self._emulator.resize(rows, cols)
 
     def text(self) -> str:
-        return "\n".join(line.rstrip() for line in self.screen.display).rstrip("\n")
+        self._catch_up()
+        return self._emulator.text()
 
     def title(self) -> str:
         """The window title the program set last (OSC 0 or 2), "" before any."""
-        return str(self.screen.title)
+        self._catch_up()
+        return self._emulator.title()
 
     def cursor(self) -> dict[str, int]:
-        return {"row": self.screen.cursor.y, "col": self.screen.cursor.x}
+        self._catch_up()
+        return self._emulator.cursor()
+
+    def _catch_up(self, final: bool = True) -> None:
+        """Emulate the backlog; unless ``final``, a run of text at its end that may go on in the
+        next read stays in it (so a flood costs one tail, not one per catch-up)."""
+        if not self._backlog:
+            return
+        data = b"".join(self._backlog)
+        self._backlog.clear()
+        done = self._skim(data, final)
+        if done < len(data):
+            self._backlog.append(data[done:])
+        self._held = len(data) - done
+
+    def _skim(self, data: bytes, final: bool) -> int:
+        """Feed ``data``, skipping in each long run what scrolls away; returns how much of it
+        was dealt with (all of it if ``final``)."""
+        emulator, done = self._emulator, 0
+        spans = scrolling.runs(data)
+        for start, end in spans:
+            first = data.find(b"\n", start, end) + 1  # from the second row on, see resting()
+            if first == 0:
+                continue
+            emulator.feed(data[done:first])
+            done = first
+            region = emulator.resting()
+            if region is None:
+                continue
+            top, bottom = region
+            point = scrolling.cut(data, first, end, bottom - top + 1)
+            if point is not None:
+                emulator.skim(scrolling.styles(data, first, point), bottom)
+                self.skipped += point - first
+                done = point
+        if not final and spans and spans[-1][1] == len(data) and len(data) - done <= BACKLOG // 2:
+            stop = max(done, spans[-1][0])
+            emulator.feed(data[done:stop])
+            return stop
+        emulator.feed(data[done:])
+        return len(data)
 
 
 TRANSCRIPT_LIMIT = 8 * 1024 * 1024  # per file; one rotated file is kept beside the current
