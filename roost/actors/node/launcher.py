@@ -1,8 +1,10 @@
 """Starting detached supervisor processes and judging whether a process is still the one we know.
 
-A supervisor is started in its own session and process group (``start_new_session``), with its
-launch spec in a private file rather than on argv (the spec holds the agent's environment and the
-node token). The node polls the ``Popen`` objects it holds so none lingers as a zombie.
+A supervisor is started in its own session and process group, with its launch spec in a private
+file rather than on argv (the spec holds the agent's environment and the node token). It is
+forked by the node's zygote (``zygote.py``) where there is one, else started as an interpreter of
+its own (``start_new_session``), which the node polls so none lingers as a zombie. Either way it
+reads the same spec file and registers the same way.
 """
 
 from __future__ import annotations
@@ -17,8 +19,12 @@ from typing import Any
 
 import msgpack
 import psutil
+import structlog
 
+from roost.actors.node.zygote import InDoubt, Unavailable, Zygote
 from roost.actors.supervisor.terminal import write_private
+
+log = structlog.get_logger("roost.launcher")
 
 SCRUBBED_ENV = ("ROOST_TOKEN", "ROOST_ACTOR_TOKEN")
 
@@ -35,15 +41,30 @@ def agent_env(
 
 
 class Launcher:
-    """Starts supervisors and reaps the ones this node incarnation started."""
+    """Starts supervisors (through ``zygote`` when given) and reaps the ones it started itself."""
 
-    def __init__(self, runtime_dir: Path) -> None:
-        self.runtime_dir = runtime_dir
+    def __init__(self, runtime_dir: Path, zygote: Zygote | None = None) -> None:
+        self.runtime_dir, self.zygote = runtime_dir, zygote
         self._children: list[subprocess.Popen[bytes]] = []
 
-    def start(self, spec: dict[str, Any]) -> int:
+    async def start(self, spec: dict[str, Any]) -> int | None:
+        """The new supervisor's pid (None: one was forked, its pid comes with its attach)."""
         path = self.runtime_dir / f"spec-{uuid.uuid4().hex}.msgpack"
         write_private(path, msgpack.packb(spec, use_bin_type=True))
+        if self.zygote is not None:
+            try:
+                return await self.zygote.fork(path)
+            except InDoubt as exc:
+                back = take_back(path)
+                log.warning("zygote-in-doubt", reason=str(exc), forked=back is None)
+                if back is None:
+                    return None
+                path = back
+            except Unavailable as exc:
+                log.warning("supervisor-without-zygote", reason=str(exc))
+        return self._popen(path)
+
+    def _popen(self, path: Path) -> int:
         kwargs: dict[str, Any] = {
             "stdin": subprocess.DEVNULL,
             "stdout": subprocess.DEVNULL,
@@ -64,6 +85,23 @@ class Launcher:
 
     def reap(self) -> None:
         self._children = [c for c in self._children if c.poll() is None]
+
+    async def close(self) -> None:
+        """Stop the zygote (never a supervisor)."""
+        if self.zygote is not None:
+            await self.zygote.close()
+
+
+def take_back(path: Path) -> Path | None:
+    """The spec file of a launch whose outcome is unknown, renamed so no supervisor forked for it
+    can read it any more (a supervisor unlinks its spec before it does anything); None when one
+    already has."""
+    back = path.with_name(f"spec-{uuid.uuid4().hex}.msgpack")
+    try:
+        os.rename(path, back)
+    except FileNotFoundError:
+        return None
+    return back
 
 
 def process_started(pid: int) -> float | None:
