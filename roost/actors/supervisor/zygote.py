@@ -30,6 +30,7 @@ import json
 import os
 import signal
 import sys
+import sysconfig
 import threading
 import traceback
 from collections.abc import Callable
@@ -67,33 +68,22 @@ def rehearse() -> None:
 
 
 def code_stamp() -> dict[str, tuple[int, int]]:
-    """What identifies the code this process imported: every loaded roost module file (mtime,
-    size), the roost package directories (a file added or removed) and the site directories (a
-    package installed, upgraded or removed changes their entries)."""
-    import roost
-
-    root = Path(roost.__file__).parent
-    paths = {root, *(p for p in root.rglob("*") if p.is_dir() and p.name != "__pycache__")}
+    """What identifies the code this process imported: the file (mtime, size) of every loaded
+    module outside the standard library, roost's own and its dependencies'. Code that changes
+    on disk changes one of them (an upgrade replaces files; a module newly imported is imported
+    by one that changed); a directory's mtime would also change with a ``__pycache__`` made."""
+    stdlib = os.path.realpath(sysconfig.get_path("stdlib")) + os.sep
+    stamp: dict[str, tuple[int, int]] = {}
     for module in list(sys.modules.values()):
         where = getattr(module, "__file__", None)
-        if where and Path(where).is_relative_to(root):
-            paths.add(Path(where))
-    paths.update(Path(p) for p in site_dirs())
-    stamp: dict[str, tuple[int, int]] = {}
-    for path in paths:
+        if not where or (os.path.realpath(where).startswith(stdlib) and "-packages" not in where):
+            continue
         try:
-            st = path.stat()
+            st = os.stat(where)
         except OSError:
             continue
-        stamp[str(path)] = (st.st_mtime_ns, st.st_size if path.is_file() else 0)
+        stamp[where] = (st.st_mtime_ns, st.st_size)
     return stamp
-
-
-def site_dirs() -> list[str]:
-    import site
-
-    found = [*site.getsitepackages(), site.getusersitepackages()]
-    return [d for d in found if os.path.isdir(d)]
 
 
 def changed(stamp: dict[str, tuple[int, int]]) -> str | None:
@@ -103,7 +93,7 @@ def changed(stamp: dict[str, tuple[int, int]]) -> str | None:
             st = os.stat(path)
         except OSError:
             return path
-        if st.st_mtime_ns != mtime or (size and st.st_size != size):
+        if st.st_mtime_ns != mtime or st.st_size != size:
             return path
     return None
 
