@@ -105,7 +105,13 @@ def test_a_zygote_that_keeps_failing_is_not_started_again_within_the_window(
 
     async def go() -> list[int]:
         z = fake("broken", tmp_path / "log", policy=policy, clock=lambda: now[0])
-        for _ in range(4):
+        with pytest.raises(Unavailable):
+            await z.fork(tmp_path / "a")
+        with pytest.raises(Unavailable):  # within the back-off: not started again
+            await z.fork(tmp_path / "a")
+        assert len(z.starts) == 1
+        for _ in range(3):
+            now[0] += 1.0  # past each back-off
             with pytest.raises(Unavailable):
                 await z.fork(tmp_path / "a")
         tried = len(z.starts)

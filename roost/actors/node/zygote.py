@@ -1,7 +1,9 @@
 """The node's handle on its supervisor fork server (``supervisor/zygote.py``).
 
 Started at the first launch that wants it, not before; started again at a later launch once it
-has died (at most ``RestartPolicy`` times in its window, then not until the window has passed);
+has died (after a failed start not before the back-off of ``RestartPolicy``, at most its
+``max_restarts`` times in its window, then not until the window has passed: launches meanwhile
+start supervisors the usual way at once);
 stopped with the node (end of its stdin: a node that dies closes it too), which leaves the
 supervisors it forked running. One request at a time: a fork takes a millisecond or two.
 
@@ -32,7 +34,7 @@ log = structlog.get_logger("roost.zygote")
 
 ARGV = (sys.executable, "-m", "roost.actors.supervisor", "--zygote")
 ENABLE_ENV = "ROOST_ZYGOTE"  # "0": every supervisor gets an interpreter of its own
-READY_TIMEOUT_S = 30.0  # its imports, on a loaded machine
+READY_TIMEOUT_S = 10.0  # its imports, on a loaded machine
 REPLY_TIMEOUT_S = 10.0  # a fork
 STOP_GRACE_S = 3.0
 LINE_LIMIT = 1 << 16
@@ -65,6 +67,7 @@ class Zygote:
         self._proc: asyncio.subprocess.Process | None = None
         self._lock = asyncio.Lock()
         self._gave_up = False
+        self._not_before = 0.0  # no start before then (the back-off after a failed one)
 
     async def fork(self, spec_path: Path) -> int:
         async with self._lock:
@@ -92,14 +95,21 @@ class Zygote:
             log.warning("zygote-exited", zygote=proc.pid, code=proc.returncode)
             self._proc = self.pid = None
         now = self.clock()
-        if decide(self.starts, now, self.policy) is None:
+        if now < self._not_before:  # the back-off after a failed start: no waiting meanwhile
+            raise Unavailable("the zygote failed to start a moment ago")
+        delay = decide(self.starts, now, self.policy)
+        if delay is None:
             if not self._gave_up:
                 log.error("zygote-failing", starts=len(self.starts), window=self.policy.window)
             self._gave_up = True
             raise Unavailable("the zygote keeps failing")
         self._gave_up = False
         self.starts.append(now)
-        return await self._start()
+        try:
+            return await self._start()
+        except Unavailable:
+            self._not_before = self.clock() + delay
+            raise
 
     async def _start(self) -> asyncio.subprocess.Process:
         try:

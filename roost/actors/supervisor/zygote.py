@@ -175,6 +175,8 @@ def answer(request: dict[str, Any], stamp: dict[str, tuple[int, int]]) -> dict[s
         return {"pid": fork_supervisor(spec)}
     except OSError as exc:
         return {"error": f"fork: {exc.strerror or exc}"}
+    except RuntimeError as exc:
+        return {"error": str(exc)}
 
 
 class Lines:
