@@ -28,10 +28,14 @@ def test_a_spec_in_doubt_is_taken_back_unless_a_supervisor_took_it(tmp_path: Pat
 def test_the_launcher_uses_the_zygote_and_takes_back_a_spec_in_doubt(tmp_path: Path) -> None:
     started: list[Path] = []
 
+    def popen(path: Path) -> int:  # the usual start, recorded instead of run
+        started.append(path)
+        return 77
+
     async def go() -> list[int | None]:
         ok = launching.Launcher(tmp_path, fake("ok", tmp_path / "log"))
         mute = launching.Launcher(tmp_path, fake("mute", tmp_path / "log2"))
-        mute._popen = lambda path: started.append(path) or 77  # type: ignore[method-assign]
+        mute._popen = popen  # type: ignore[method-assign]
         try:
             return [await ok.start({"record_id": "r"}), await mute.start({"record_id": "r"})]
         finally:
