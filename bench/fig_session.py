@@ -127,6 +127,19 @@ def level_rows(level: int, got: dict[str, float], bare: dict[str, float]) -> lis
     return rows
 
 
+def zygote_rows(node: BenchNode) -> list[Row]:
+    """What the node's fork server costs once (its supervisors share its pages)."""
+    zygote = node.status()["actors"].get("zygote") or {}
+    if not zygote.get("pid"):
+        return [Row(FIG, "zygote USS, MiB", str(zygote.get("health", "absent")), note="none")]
+    got = memory([zygote["pid"]])
+    note = "once per node, shared by its supervisors"
+    return [
+        Row(FIG, "zygote USS, MiB", got["uss"], None, note=note),
+        Row(FIG, "zygote RSS, MiB", got["rss"], None, note=note),
+    ]
+
+
 def live(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
     bare = bare_actor(root, env)
     rows = [
@@ -143,6 +156,7 @@ def live(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
             by_level[level] = got = step(steps, level, mode, hop)
             rows += level_rows(level, got, bare)
             growth += fig_growth.rows_at(level, got) if hop is not None else []
+        rows += zygote_rows(node)
         n = len(steps.records)
         allowed = LIVE_TARGET_S * n / 200
         rows.append(

@@ -28,6 +28,7 @@ from roost.actors.node.launcher import Launcher
 from roost.actors.node.notify import Notifier
 from roost.actors.node.restore import WAS_RUNNING, Batch, Restorer
 from roost.actors.node.sessions import Sessions
+from roost.actors.node.zygote import Zygote, wanted
 from roost.actors.runtime.children import Child
 from roost.actors.runtime.endpoints import network_endpoint
 from roost.actors.runtime.lock import StateLock
@@ -97,6 +98,7 @@ class Daemon:
         self.failed = False
         self.network = network
         self.peer: Peer | None = None  # the node actor's, once running
+        self.launcher: Launcher | None = None  # the sessions', once running
         self.hub = hub
         self.link: HubLink | None = None
 
@@ -132,6 +134,9 @@ class Daemon:
 
     def status(self) -> dict[str, Any]:
         actors: dict[str, Any] = {c.name: c.status() for c in self.children}
+        if self.launcher is not None:
+            zygote = self.launcher.zygote
+            actors["zygote"] = zygote.status() if zygote else {"kind": "zygote", "health": "off"}
         for entry in self.broker.registry.actors():
             kind = "session" if entry.address.startswith("session/") else "actor"
             actors.setdefault(entry.address, {"kind": kind, "pid": entry.meta.get("pid")})
@@ -203,9 +208,10 @@ class Daemon:
             incarnation=self.incarnation,
             meta={"pid": os.getpid()},
         )
-        sessions = Sessions(
-            peer, Launcher(self.runtime), self.state_dir, self.router_ep, self.actor_token
-        )
+        self.launcher = launcher = Launcher(self.runtime, Zygote() if wanted() else None)
+        if launcher.zygote is None:
+            log.info("zygote-off", why="windows" if sys.platform == "win32" else "ROOST_ZYGOTE=0")
+        sessions = Sessions(peer, launcher, self.state_dir, self.router_ep, self.actor_token)
         restorer = Restorer(peer, sessions, self.config.restore_pause()[0], self.registered)
         node = NodeActor(peer, sessions, self.status, stop.set, self.registered, restorer)
         tasks = [
@@ -245,6 +251,7 @@ class Daemon:
         clear_node_info(self.state_dir, os.getpid())
         for child in self.children:
             await child.stop()
+        await launcher.close()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

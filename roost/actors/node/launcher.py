@@ -1,8 +1,10 @@
 """Starting detached supervisor processes and judging whether a process is still the one we know.
 
-A supervisor is started in its own session and process group (``start_new_session``), with its
-launch spec in a private file rather than on argv (the spec holds the agent's environment and the
-node token). The node polls the ``Popen`` objects it holds so none lingers as a zombie.
+A supervisor is started in its own session and process group, with its launch spec in a private
+file rather than on argv (the spec holds the agent's environment and the node token). It is
+forked by the node's zygote (``zygote.py``) where there is one, else started as an interpreter of
+its own (``start_new_session``), which the node polls so none lingers as a zombie. Either way it
+reads the same spec file and registers the same way.
 """
 
 from __future__ import annotations
@@ -17,8 +19,12 @@ from typing import Any
 
 import msgpack
 import psutil
+import structlog
 
+from roost.actors.node.zygote import InDoubt, Unavailable, Zygote
 from roost.actors.supervisor.terminal import write_private
+
+log = structlog.get_logger("roost.launcher")
 
 SCRUBBED_ENV = ("ROOST_TOKEN", "ROOST_ACTOR_TOKEN")
 
@@ -35,15 +41,30 @@ def agent_env(
 
 
 class Launcher:
-    """Starts supervisors and reaps the ones this node incarnation started."""
+    """Starts supervisors (through ``zygote`` when given) and reaps the ones it started itself."""
 
-    def __init__(self, runtime_dir: Path) -> None:
-        self.runtime_dir = runtime_dir
+    def __init__(self, runtime_dir: Path, zygote: Zygote | None = None) -> None:
+        self.runtime_dir, self.zygote = runtime_dir, zygote
         self._children: list[subprocess.Popen[bytes]] = []
 
-    def start(self, spec: dict[str, Any]) -> int:
+    async def start(self, spec: dict[str, Any]) -> int | None:
+        """The new supervisor's pid (None: one was forked, its pid comes with its attach)."""
         path = self.runtime_dir / f"spec-{uuid.uuid4().hex}.msgpack"
         write_private(path, msgpack.packb(spec, use_bin_type=True))
+        if self.zygote is not None:
+            try:
+                return await self.zygote.fork(path)
+            except InDoubt as exc:
+                back = take_back(path)
+                log.warning("zygote-in-doubt", reason=str(exc), forked=back is None)
+                if back is None:
+                    return None
+                path = back
+            except Unavailable as exc:
+                log.warning("supervisor-without-zygote", reason=str(exc))
+        return self._popen(path)
+
+    def _popen(self, path: Path) -> int:
         kwargs: dict[str, Any] = {
             "stdin": subprocess.DEVNULL,
             "stdout": subprocess.DEVNULL,
@@ -65,8 +86,29 @@ class Launcher:
     def reap(self) -> None:
         self._children = [c for c in self._children if c.poll() is None]
 
+    async def close(self) -> None:
+        """Stop the zygote (never a supervisor)."""
+        if self.zygote is not None:
+            await self.zygote.close()
+
+
+def take_back(path: Path) -> Path | None:
+    """The spec file of a launch whose outcome is unknown, renamed so no supervisor forked for it
+    can read it any more (a supervisor unlinks its spec before it does anything); None when one
+    already has."""
+    back = path.with_name(f"spec-{uuid.uuid4().hex}.msgpack")
+    try:
+        os.rename(path, back)
+    except FileNotFoundError:
+        return None
+    return back
+
 
 def process_started(pid: int) -> float | None:
+    """When ``pid`` started, in seconds since the epoch (psutil's ``create_time``), or None."""
+    if LINUX:
+        got = _proc_stat(pid)
+        return got[1] if got is not None else None
     try:
         return float(psutil.Process(pid).create_time())
     except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -77,6 +119,11 @@ def still_running(pid: int | None, started: float | None) -> bool:
     """True while ``pid`` is alive, not a zombie, and is the process that started at ``started``."""
     if not pid:
         return False
+    if LINUX:
+        got = _proc_stat(pid)
+        if got is None or got[0] in ("Z", "X"):
+            return False
+        return started is None or abs(got[1] - started) < 1.0
     try:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:
@@ -84,6 +131,28 @@ def still_running(pid: int | None, started: float | None) -> bool:
         return started is None or abs(proc.create_time() - started) < 1.0
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
+
+
+LINUX = sys.platform.startswith("linux")
+_boot: list[float] = []  # the boot time, read once (psutil reads /proc/stat at every call)
+
+
+def _proc_stat(pid: int) -> tuple[str, float] | None:
+    """A process's state letter and start time from one read of ``/proc/<pid>/stat``, the
+    time computed as psutil computes ``create_time``; None when there is no such process.
+    The sweep asks this of every live session every second: psutil would read four files."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    fields = data[data.rindex(b")") + 2 :].split()  # the name in () may hold spaces
+    if not _boot:
+        _boot.append(psutil.boot_time())
+    return fields[0].decode(), int(fields[19]) / CLOCK_TICKS + _boot[0]
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if LINUX else 100
 
 
 def signal_process(pid: int, sig: int) -> None:

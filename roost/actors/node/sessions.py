@@ -175,7 +175,7 @@ class Sessions:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.attaching[instance] = future
         try:
-            pid = self.launcher.start(self._spec(starting, plan, env, instance, started))
+            pid = await self.launcher.start(self._spec(starting, plan, env, instance, started))
             attached = await asyncio.wait_for(future, ATTACH_TIMEOUT)
         except (TimeoutError, OSError):
             attached = {

@@ -347,8 +347,13 @@ def main() -> None:
     parser.add_argument(
         "--spec", required=True, help="path of the launch spec (read, then removed)"
     )
-    args = parser.parse_args()
-    spec_path = Path(args.spec)
+    run(Path(parser.parse_args().spec))
+
+
+def run(spec_path: Path) -> None:
+    """The supervisor of the launch ``spec_path`` names: read the spec and remove it (before
+    anything else: a launch whose spec the node took back never starts), then serve until
+    stopped. The zygote's children start here."""
     spec = msgpack.unpackb(spec_path.read_bytes(), raw=False)
     spec_path.unlink()
     log_file = Path(spec["session_dir"]) / "supervisor.log"
