@@ -27,9 +27,9 @@ class FakeSessions:
         self.events: list[dict[str, Any]] = []
         self.attaching: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
-    async def find(self, ref: str) -> tuple[Record, dict[str, str]]:
+    async def find(self, ref: str) -> Record:
         assert ref == self.record.id
-        return self.record, {}
+        return self.record
 
     async def update(
         self,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from roost.actors.node.control import Control
 from roost.actors.node.reports import Reports
 from roost.actors.node.restore import Restorer
 from roost.actors.node.sessions import Sessions
+from roost.actors.node.sweep import Sweep
 from roost.actors.node.workspaces import unknown_cwd
 from roost.actors.runtime.peer import Handler, Peer
 from roost.actors.state import records as r
@@ -58,12 +59,15 @@ class NodeActor:
         sessions: Sessions,
         status: Callable[[], dict[str, Any]],
         shutdown: Callable[[], None],
-        registered: Callable[[], set[str]],
+        registered: Callable[[], Collection[str]],
         restorer: Restorer,
     ) -> None:
         self.peer, self.sessions, self.restorer = peer, sessions, restorer
         self._status, self._shutdown, self._registered = status, shutdown, registered
         self.started = time.time()
+        self.sweep = Sweep(sessions, registered)
+        self._state_incarnation: str | None = None
+        peer.on_notify = self._on_notify
         reports = Reports(sessions)
         handlers: dict[str, Handler] = {
             "node.status": self.status,
@@ -117,12 +121,26 @@ class NodeActor:
 
     async def sweep_loop(self) -> None:
         """Sweeps after the first one (``Daemon`` runs that before it announces ready)."""
-        while True:
-            await asyncio.sleep(SWEEP_S)
-            try:
-                await self.sessions.sweep(self._registered())
-            except RoostError as err:
-                log.info("sweep-deferred", code=err.code)
+        try:
+            while True:
+                await asyncio.sleep(SWEEP_S)
+                try:
+                    await self.sweep.sweep()
+                except RoostError as err:
+                    log.info("sweep-deferred", code=err.code)
+        finally:
+            self.sweep.close()
+
+    async def _on_notify(self, h: p.Header, body: dict[str, Any]) -> None:
+        """The broker's ``peer.up``: a new state-store incarnation may hold records otherwise
+        than the node remembers them (it opened the file afresh), so the node reads them again."""
+        if h.sender != "broker" or body.get("event") != "peer.up" or body.get("address") != "state":
+            return
+        incarnation = str(body.get("incarnation"))
+        if incarnation != self._state_incarnation and self.sessions.records.loaded:
+            log.info("records-reloaded", incarnation=incarnation)
+            self.sessions.records.reset()
+        self._state_incarnation = incarnation
 
     # -- node ----------------------------------------------------------------------------------
 
@@ -170,7 +188,7 @@ class NodeActor:
             listing = await self.peer.call("state", "state.record.list", {})
             for raw in listing["records"]:
                 if raw["state"] in r.ACTIVE_STATES:
-                    record, _ = await self.sessions.find(raw["id"])
+                    record = await self.sessions.find(raw["id"])
                     async with self.sessions.locks[record.id]:
                         await self.sessions.stop(record, 3000)
                     stopped.append(record.id)
@@ -271,9 +289,7 @@ class NodeActor:
         row.pop("size")
         try:
             plan = await self.sessions.plan(record, env, resume=None)  # before the record exists
-            await self.peer.call(
-                "state", "state.record.create", {"record": row, "events": [created]}
-            )
+            await self.sessions.create(row, [created])
             async with self.sessions.locks[record.id]:
                 live = await self.sessions.launch(record, env, resume=None, plan=plan)
         except RoostError:
@@ -286,7 +302,7 @@ class NodeActor:
         return await self.peer.call("state", "state.record.list", {})
 
     async def show(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        record, _ = await self.sessions.find(f.req_str(body, "id"))
+        record = await self.sessions.find(f.req_str(body, "id"))
         reply: dict[str, Any] = {"record": record.to_wire()}
         if f.opt_bool(body, "screen"):
             reply["screen"] = None
@@ -327,7 +343,7 @@ class NodeActor:
         async with self._locked(f.req_str(body, "id")) as record:
             r.check_resume(record)
             _existing_dir(record.cwd)  # resumed in its original cwd, or not at all
-            _, env = await self.sessions.find(record.id)
+            env = await self.sessions.env(record.id)
             live = await self.sessions.launch(record, env, resume=record.provider_session)
         return {"record": live.to_wire()}
 
@@ -343,11 +359,11 @@ class NodeActor:
         return {"record": gone.to_wire(), "forgotten": True, "worktree": removed}
 
     async def diff(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        record, _ = await self.sessions.find(f.req_str(body, "id"))
+        record = await self.sessions.find(f.req_str(body, "id"))
         return {"record": record.id, **await wt.diff(wt.of(record))}
 
     async def forward(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        record, _ = await self.sessions.find(f.req_str(body, "id"))
+        record = await self.sessions.find(f.req_str(body, "id"))
         if h.method == "session.key":  # checked here too: a bad request whatever the state
             key_names(body)
         r.check_generation(record, h.session)
@@ -384,7 +400,7 @@ class NodeActor:
         )
 
     async def transcript(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        record, _ = await self.sessions.find(f.req_str(body, "id"))
+        record = await self.sessions.find(f.req_str(body, "id"))
         offset = f.opt_int(body, "offset") or 0
         limit = f.opt_int(body, "limit", lo=1, hi=p.MAX_BIN // 2) or 65536
         directory = self.sessions.state_dir / "sessions" / record.id
@@ -397,7 +413,7 @@ class NodeActor:
         }
         ref = f.opt_str(body, "id")
         if ref:
-            query["record"] = (await self.sessions.find(ref))[0].id
+            query["record"] = (await self.sessions.find(ref)).id
         # The state store's reply is relayed as it is: its events are stored bytes.
         return await self.peer.call_packed("state", "state.events.since", query)
 
@@ -413,11 +429,14 @@ class _RecordLock:
         self._lock: asyncio.Lock | None = None
 
     async def __aenter__(self) -> Record:
-        record, _ = await self.sessions.find(self.ref)
+        record = await self.sessions.find(self.ref)
         self._lock = self.sessions.locks[record.id]
         await self._lock.acquire()
-        fresh, _ = await self.sessions.find(record.id)
-        return fresh
+        try:
+            return await self.sessions.find(record.id)
+        except BaseException:
+            self._lock.release()
+            raise
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._lock is not None

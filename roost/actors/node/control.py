@@ -105,7 +105,7 @@ class Control:
         """The id of the record ``ref`` names, once its claims admit ``grant``; a grant that has
         ended is ``stale-grant`` also when the record is gone (forgotten)."""
         try:
-            record, _ = await self.sessions.find(ref)
+            record = await self.sessions.find(ref)
         except RoostError as err:
             if err.code == "not-found" and grant:
                 self.claims.check_retired(grant)
@@ -139,7 +139,7 @@ class Control:
         return reply
 
     async def claim(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        record, _ = await self.sessions.find(f.req_str(body, "id"))
+        record = await self.sessions.find(f.req_str(body, "id"))
         lease = f.opt_int(body, "lease_ms", lo=100, hi=24 * 3600 * 1000) or DEFAULT_LEASE_MS
         grant = self.claims.claim(
             record.id,
@@ -198,7 +198,7 @@ class Control:
 
     async def turn_wait(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         """Wait (up to ``timeout_ms``) for a turn (default: the record's latest) to end."""
-        record, _ = await self.sessions.find(f.req_str(body, "id"))
+        record = await self.sessions.find(f.req_str(body, "id"))
         turn_id = f.opt_str(body, "turn", max_len=64)
         timeout_ms = f.opt_int(body, "timeout_ms", hi=600_000)
         deadline = time.monotonic() + (30_000 if timeout_ms is None else timeout_ms) / 1000

@@ -15,6 +15,8 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,7 @@ from roost.broker.locate import (
     write_node_info,
 )
 from roost.broker.policy import check_node_id
+from roost.broker.registry import Registry
 from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
 from roost.config import VENDORS, Config, config_path, load
 
@@ -183,8 +186,8 @@ class Daemon:
                 eps["network"]["server_key"] = pair[0] if pair else None
         return eps
 
-    def registered(self) -> set[str]:
-        return {e.address for e in self.broker.registry.actors()}
+    def registered(self) -> Registered:
+        return Registered(self.broker.registry)
 
     async def serve(self, stop: asyncio.Event) -> None:
         for sock in ("router", "events"):
@@ -236,7 +239,7 @@ class Daemon:
         try:
             await self._wait_ready(peer)
             await self._started(peer)
-            restoring = await self._restore(sessions, restorer)
+            restoring = await self._restore(node, restorer)
         except RoostError as err:  # storage-full too: node.started or node.json not written
             announce({"error": err.to_body()})
             self.failed = True
@@ -258,11 +261,11 @@ class Daemon:
         self.broker.close()
         self.ctx.destroy(0)
 
-    async def _restore(self, sessions: Sessions, restorer: Restorer) -> Batch:
+    async def _restore(self, node: NodeActor, restorer: Restorer) -> Batch:
         """The first sweep, before ready: records whose supervisor died with the machine become
         dormant (``session.lost``); those that were running and say ``resume`` are queued for a
         cold resume, one at a time (``node up`` prints the plan and follows it)."""
-        lost = await sessions.sweep(self.registered())
+        lost = await node.sweep.sweep(first=True)
         return await restorer.begin([x for x in lost if x.state in WAS_RUNNING], "boot")
 
     def _notifier(self, peer: Peer) -> Notifier:
@@ -301,6 +304,24 @@ class Daemon:
                 raise RoostError("unavailable", "a node actor failed to start")
             await asyncio.sleep(0.05)
         await peer.call("state", "state.open", {})
+
+
+class Registered(AbstractSet[str]):
+    """The actors registered with the broker, read live: ``in`` is one lookup (every forwarded
+    request asks about its supervisor), not a copy of the whole registry."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+
+    def __contains__(self, address: object) -> bool:
+        entry = self._registry.lookup(address) if isinstance(address, str) else None
+        return entry is not None and entry.actor
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([e.address for e in self._registry.actors()])
+
+    def __len__(self) -> int:
+        return len(self._registry.actors())
 
 
 def main() -> None:

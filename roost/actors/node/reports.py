@@ -232,7 +232,7 @@ class Reports:
         return {"ok": True}
 
     async def _current(self, body: dict[str, Any]) -> Record:
-        record, _ = await self.sessions.find(str(body.get("record")))
+        record = await self.sessions.find(str(body.get("record")))
         if body.get("generation") != record.generation:
             raise RoostError(
                 "stale-generation", "the record has moved on", {"generation": record.generation}

@@ -19,14 +19,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from roost.actors.node.sessions import Sessions, record_of
+from roost.actors.node.known import record_of
+from roost.actors.node.sessions import Sessions
 from roost.actors.runtime.peer import Peer
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
@@ -99,7 +100,7 @@ class Restorer:
         peer: Peer,
         sessions: Sessions,
         pause_s: float,
-        registered: Callable[[], set[str]],
+        registered: Callable[[], Collection[str]],
         sleep: Callable[[float], Any] = asyncio.sleep,
     ) -> None:
         self.peer, self.sessions, self.pause_s, self._sleep = peer, sessions, pause_s, sleep
@@ -166,7 +167,7 @@ class Restorer:
         sessions = self.sessions
         await self._adapter(wanted.provider)
         async with sessions.locks[wanted.id]:
-            record, env = await sessions.find(wanted.id)
+            record = await sessions.find(wanted.id)
             if record.state != r.DORMANT or record.generation != wanted.generation:
                 return {"outcome": "skipped", "reason": f"now-{record.state}"}, record
             key = (record.id, record.generation + 1)
@@ -174,17 +175,18 @@ class Restorer:
             try:
                 if not Path(record.cwd).is_dir():  # resumed in its own cwd, or not at all
                     raise RoostError("bad-cwd", "the record's cwd is gone", {"field": "cwd"})
+                env = await sessions.env(record.id)
                 await sessions.launch(record, env, resume=record.provider_session)
             except RoostError as err:
                 sessions.verdicts.pop(key, None)
-                failed, _ = await sessions.find(record.id)
+                failed = await sessions.find(record.id)
                 return {"outcome": "resume_failed", "error": err.to_body()}, failed
         verdict = None
         if record.mode == "pty":  # a stream record's resume is checked at its next turn
             with contextlib.suppress(TimeoutError):
                 verdict = await asyncio.wait_for(waiter, VERDICT_WAIT_S)
         sessions.verdicts.pop(key, None)
-        current, _ = await sessions.find(record.id)
+        current = await sessions.find(record.id)
         return outcome(current, verdict), current
 
     async def _report(

@@ -1,9 +1,10 @@
 """Session lifecycle on the node: spawn, resume, stop, loss, forget (``reports`` has what
-supervisors report).
+supervisors report, ``sweep`` finds the supervisors that died).
 
 The node is the only actor that changes a record's lifecycle state. Every change goes through the
 state store as a compare-and-set (expected states, expected generation) together with its event,
-so a record and the log never disagree. A per-record lock serialises lifecycle requests.
+so a record and the log never disagree; the record as committed is kept in memory (``known``),
+where every read of the node finds it. A per-record lock serialises lifecycle requests.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from typing import Any
 
 import structlog
 
-from roost.actors.node.launcher import Launcher, agent_env, process_started, still_running
+from roost.actors.node.known import KnownRecords, record_of
+from roost.actors.node.launcher import Launcher, agent_env, process_started
 from roost.actors.node.loss import (
     clear_facts,
     interrupt_turns,
     kill_session_processes,
     salvage_spool,
-    settle_orphans,
 )
 from roost.actors.runtime.peer import Peer
 from roost.actors.state import records as r
@@ -35,7 +36,6 @@ from roost.broker.errors import RoostError
 log = structlog.get_logger("roost.sessions")
 
 ATTACH_TIMEOUT = 20.0
-ORPHAN_SWEEPS = 5  # every 5th sweep (and the first) looks for turns no supervisor owns
 
 
 def state_event(record: Record, state: str, **data: Any) -> dict[str, Any]:
@@ -61,13 +61,29 @@ class Sessions:
         # restores waiting for a cold resume's verdict, by (record, generation)
         self.verdicts: dict[tuple[str, int], asyncio.Future[dict[str, Any]]] = {}
         self.cleaning = 0  # losses being settled: the node answers busy to a shutdown meanwhile
-        self._sweeps = 0
+        self.records = KnownRecords(self._state)
 
     # -- state store helpers -------------------------------------------------------------------
 
-    async def find(self, ref: str) -> tuple[Record, dict[str, str]]:
-        reply = await self.peer.call("state", "state.record.find", {"ref": ref})
-        return record_of(reply), reply.get("env") or {}
+    async def _state(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.peer.call("state", method, body)
+
+    async def find(self, ref: str) -> Record:
+        """The record an id or a unique name names (from memory once the node knows them)."""
+        return await self.records.get(ref)
+
+    async def env(self, record_id: str) -> dict[str, str]:
+        """A record's env with its values (kept in the state store only)."""
+        reply = await self.peer.call("state", "state.record.get", {"id": record_id})
+        env: dict[str, str] = reply.get("env") or {}
+        return env
+
+    async def create(self, row: dict[str, Any], events: list[dict[str, Any]]) -> Record:
+        async with self.records.writing(row["id"]):
+            reply = await self.peer.call(
+                "state", "state.record.create", {"record": row, "events": events}
+            )
+            return self.records.put(record_of(reply))
 
     async def update(
         self,
@@ -77,18 +93,19 @@ class Sessions:
         expect: tuple[str, ...] = (),
         events: list[dict[str, Any]] | None = None,
     ) -> Record:
-        reply = await self.peer.call(
-            "state",
-            "state.record.update",
-            {
-                "id": record.id,
-                "set": changes,
-                "expect_states": list(expect),
-                "expect_generation": record.generation,
-                "events": events or [],
-            },
-        )
-        return record_of(reply)
+        async with self.records.writing(record.id):
+            reply = await self.peer.call(
+                "state",
+                "state.record.update",
+                {
+                    "id": record.id,
+                    "set": changes,
+                    "expect_states": list(expect),
+                    "expect_generation": record.generation,
+                    "events": events or [],
+                },
+            )
+            return self.records.put(record_of(reply))
 
     async def set_state(
         self,
@@ -200,7 +217,7 @@ class Sessions:
         }
         # a screen classified while starting (a trust dialog, a login) decides where it lands;
         # so does a supervisor of a wire this node does not serve (reports.supervisor_version)
-        current, _ = await self.find(record.id)
+        current = await self.find(record.id)
         unserved = attached.get("unserved")
         landing = r.ATTENTION if unserved or current.activity == "attention" else r.LIVE
         # what is known now: the agent runs, its screen not read yet (a pty's activity says so)
@@ -337,51 +354,15 @@ class Sessions:
             **identity,
         )
 
-    async def sweep(self, registered: set[str]) -> list[Record]:
-        """Records whose supervisor process is gone become dormant (a dead supervisor is noticed
-        at once by its pid, without waiting for its registration to expire); returns them as
-        they were before (the node's first sweep: what was running when the machine went down)."""
-        self.launcher.reap()
-        found: list[Record] = []
-        reply = await self.peer.call("state", "state.record.list", {})
-        for raw in reply["records"]:
-            record = record_of({"record": raw})
-            if record.state not in r.ACTIVE_STATES or self.locks[record.id].locked():
-                continue
-            active = record.active or {}
-            alive = still_running(active.get("pid"), active.get("started"))
-            if f"session/{record.id}" in registered and (alive or not active.get("pid")):
-                continue
-            if not alive:
-                async with self.locks[record.id]:
-                    fresh, _ = await self.find(record.id)
-                    if fresh.state in r.ACTIVE_STATES and fresh.generation == record.generation:
-                        await self.lost(fresh, reason="supervisor-gone")
-                        found.append(fresh)
-        self._sweeps += 1
-        if self._sweeps % ORPHAN_SWEEPS == 1:
-            await settle_orphans(
-                self.peer, self.state_dir / "sessions", registered, self.locks, self._find_record
-            )
-        return found
-
-    async def _find_record(self, ref: str) -> Record:
-        return (await self.find(ref))[0]
-
     async def forget(self, record: Record) -> Record:
         r.check_forget(record)
         event = {"kind": "record.forgotten", "record": record.id, "data": {"name": record.name}}
-        reply = await self.peer.call(
-            "state",
-            "state.record.delete",
-            {"id": record.id, "expect_states": [r.DORMANT, r.FAILED], "events": [event]},
-        )
+        async with self.records.writing(record.id):
+            reply = await self.peer.call(
+                "state",
+                "state.record.delete",
+                {"id": record.id, "expect_states": [r.DORMANT, r.FAILED], "events": [event]},
+            )
+            self.records.drop(record.id)
         shutil.rmtree(self.state_dir / "sessions" / record.id, ignore_errors=True)
         return record_of(reply)
-
-
-def record_of(reply: dict[str, Any]) -> Record:
-    raw = dict(reply["record"])
-    raw.pop("size", None)
-    raw["env"] = dict.fromkeys(raw.get("env") or [], "")  # names only; values stay in the store
-    return Record.from_row(raw)
