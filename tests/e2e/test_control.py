@@ -292,6 +292,11 @@ def test_a_repeated_prompt_op_id_types_nothing_again(node: Node) -> None:
     assert [e["data"]["text"] for e in inputs] == ["hi", "after"]
     assert node.run("op", "P1")["state"] == "terminal"
     assert node.run("op", "nosuch") == {"op": "nosuch", "state": "unknown", "result": None}
+    # the session gone, the operation's first outcome still answers its repeat (the store says)
+    node.run("stop", rid)
+    after = node.run("prompt", rid, "hi", "--op", "P1")
+    assert after["duplicate"] is True and after["seq"] == first["seq"]
+    assert node.error("prompt", rid, "hi", "--op", "P2")["code"] == "session-not-live"
 
 
 # -- claims ----------------------------------------------------------------------------------------

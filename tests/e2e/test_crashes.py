@@ -3,18 +3,26 @@
 What must hold (DESIGN.md section 7): live sessions outlive the daemon, and what they produced
 meanwhile reaches the log in order with no gap; a dead supervisor makes its record dormant,
 resumable by id, with a session-lost event, touching no other session; a turn whose supervisor
-died is interrupted, never replayed and never completed by invention.
+died is interrupted, never replayed and never completed by invention; a prompt committed just
+before the daemon died, its answer with it, is typed once, and its retry answers the same.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
+from roost.broker.client import Client
+from roost.broker.errors import RoostError
 from tests.e2e.conftest import Node, alive, sigkill, wait_for
 
 
@@ -205,3 +213,70 @@ def test_a_stalled_state_store_orphaned_by_a_daemon_sigkill_exits_when_it_resume
         status["actors"]["state"]["pid"] == new_state and status["actors"]["state"]["restarts"] == 0
     )
     assert node.record(rec["id"])["state"] == "live"
+
+
+def _committed(db: Path, text: str) -> list[int]:
+    """The seqs of the ``session.input`` events in the log that typed ``text`` (read as another
+    program would, beside the store)."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        rows = conn.execute("SELECT seq, data FROM events WHERE kind='session.input'").fetchall()
+    return [seq for seq, data in rows if msgpack.unpackb(data).get("text") == text]
+
+
+def _committing(client: Client, record_id: str) -> bool:
+    """The supervisor is committing an input now (``session.show``'s ``accepting``)."""
+    shown = client.call("session.show", {"id": record_id, "screen": True}, timeout=10)
+    return shown.get("accepting") is True
+
+
+def test_a_prompt_committed_as_the_daemon_dies_with_its_answer_is_typed_once(node: Node) -> None:
+    """The window between a prompt's commit and its answer: the state store commits the input
+    event while the daemon (broker and node) is stopped, and the daemon is SIGKILLed holding the
+    store's answer, so neither the supervisor nor the client hears it. Once a node is back, the
+    supervisor repeats its commit with the same event id, learns it was made, and types the
+    prompt; the client's retry with the same op id answers the first outcome. One input event in
+    the log, typed once."""
+    status = node.up()
+    rid = node.run("spawn", "echo", "--name", "s")["record"]["id"]
+    node.wait_screen(rid, "echo-ready>")
+    store, daemon = status["actors"]["state"]["pid"], node.pid()
+    db = node.state_dir / "state.db"
+    text = "committed as the daemon died"
+    outcome: dict[str, Any] = {}
+    with node.client() as watcher, node.client() as client:
+
+        def send() -> None:
+            try:
+                body = {"id": rid, "text": text}
+                outcome["reply"] = client.call("session.prompt", body, op="K1", timeout=5)
+            except RoostError as err:
+                outcome["error"] = err.code
+
+        sender = threading.Thread(target=send)
+        os.kill(store, signal.SIGSTOP)  # briefly: it must not miss its heartbeats
+        try:
+            sender.start()
+            # asked twice: the second answer follows the supervisor's request to the store
+            wait_for(
+                lambda: _committing(watcher, rid) and _committing(watcher, rid),
+                10,
+                "the supervisor to be committing the prompt",
+            )
+            os.kill(daemon, signal.SIGSTOP)
+        finally:
+            os.kill(store, signal.SIGCONT)
+        try:
+            wait_for(lambda: _committed(db, text), 10, "the store to commit the prompt")
+        finally:
+            sigkill(daemon)
+        sender.join(30)
+    assert "reply" not in outcome and not alive(daemon)  # the answer died with the daemon
+    node.up()
+    node.wait_screen(rid, f"echo: {text}", timeout=45)  # typed after the repeated commit
+    [seq] = _committed(db, text)
+    again = node.run("prompt", rid, text, "--op", "K1")
+    assert again["accepted"] and again["duplicate"] is True and again["seq"] == seq
+    assert node.run("transcript", rid)["data"].count(f"echo: {text}") == 1
+    inputs = [e for e in node.run("events", "--id", rid)["events"] if e["kind"] == "session.input"]
+    assert [e["data"]["text"] for e in inputs] == [text]
+    assert node.run("op", "K1")["state"] == "terminal"

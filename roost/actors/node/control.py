@@ -3,12 +3,15 @@
 ``mutating`` wraps a handler so that (1) the claims on the record admit the request's grant, and
 (2) a request carrying an operation id already seen returns the first outcome and does nothing
 again. Input and turns store their operation in the same transaction as their user-input event
-(in the supervisor); other mutations store it here once they complete.
+(in the supervisor), and that transaction is also where a repeated id is found: the node asks the
+state store nothing on their way. Other mutations look the id up first and store it here once
+they complete.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -117,12 +120,12 @@ class Control:
         self, handler: Handler, h: p.Header, body: dict[str, Any], record_id: str | None
     ) -> dict[str, Any]:
         """Run ``handler`` unless the operation id was seen; then remember its outcome."""
-        seen = (await self.peer.call("state", "state.op.get", {"id": h.op}))["op"]
+        if h.method in COMMITTED_BY_SUPERVISOR:
+            return await self._committed(handler, h, body)
+        seen = await self._seen(h.op)
         if seen is not None:
             return first_outcome(seen)
         reply = await handler(h, body)
-        if h.method in COMMITTED_BY_SUPERVISOR:
-            return reply  # stored with its input event, in the same transaction
         record_id = record_id or (reply.get("record") or {}).get("id")
         op = {
             "id": h.op,
@@ -137,6 +140,35 @@ class Control:
             log.warning("op-not-recorded", op=h.op, code=err.code)
             reply = {**reply, "op_recorded": False}
         return reply
+
+    async def _committed(
+        self, handler: Handler, h: p.Header, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """An input or a turn: the transaction that commits it checks its operation id. A
+        repeated id comes back as that commit's duplicate, answered with the first outcome; a
+        request refused before its commit (the session stopped since, its turn still running)
+        may repeat one that was accepted, which the state store then says."""
+        try:
+            reply = await handler(h, body)
+        except RoostError:
+            seen = None
+            with contextlib.suppress(RoostError):  # the store away too: the refusal stands
+                seen = await self._seen(h.op)
+            if seen is None:
+                raise
+            return first_outcome(seen)
+        if not reply.get("duplicate"):
+            return reply
+        seen = reply.get("op")
+        if not isinstance(seen, dict) or "method" not in seen:  # a supervisor that omits it
+            seen = await self._seen(h.op)
+        return reply if seen is None else first_outcome(seen)
+
+    async def _seen(self, op_id: str) -> dict[str, Any] | None:
+        seen: dict[str, Any] | None = (
+            await self.peer.call("state", "state.op.get", {"id": op_id})
+        )["op"]
+        return seen
 
     async def claim(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record = await self.sessions.find(f.req_str(body, "id"))
@@ -185,7 +217,7 @@ class Control:
 
     async def lookup(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         op_id = f.req_str(body, "op", max_len=128)
-        seen = (await self.peer.call("state", "state.op.get", {"id": op_id}))["op"]
+        seen = await self._seen(op_id)
         if seen is None:
             return {"op": op_id, "state": "unknown", "result": None}
         return {

@@ -288,11 +288,15 @@ class StateStore:
 
     async def _events_append(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         """Append events; with ``op``, record the operation in the same transaction, and a
-        repeated operation id returns the first outcome without appending anything."""
+        repeated operation id returns the first outcome without appending anything. A request
+        whose first event's ``eid`` is in the log already is this same request again (its
+        sender did not hear the answer): ``{seqs, repeated: true}``, nothing appended."""
         events = check_events(body)
         op = check_op(body)
 
         def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            if events and (again := _repeated(self.conn, events)) is not None:
+                return {"seqs": again, "repeated": True}, []
             if op is not None and (seen := db.get_op(self.conn, op["id"])) is not None:
                 return {
                     "duplicate": True,
@@ -324,6 +328,16 @@ class StateStore:
         # relays it as it is.
         head = {"more": more, "last_seq": last, "first_seq": first, "gap": after + 1 < first}
         return p.Packed(db.packed_map(head, "events", events))
+
+
+def _repeated(conn: sqlite3.Connection, events: list[dict[str, Any]]) -> list[int] | None:
+    """The seqs of ``events`` when the first one's ``eid`` is in the log (they were appended
+    together, so all of them are), else None."""
+    eid = events[0].get("eid")
+    if not eid or db.event_seq(conn, eid) is None:
+        return None
+    seqs = [db.event_seq(conn, e["eid"]) if e.get("eid") else None for e in events]
+    return [s for s in seqs if s is not None]
 
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:

@@ -269,7 +269,7 @@ class Supervisor:
             "generation": self.generation,
             "classification": self.classification or None,
             "turn": self.turns.running if self.turns else None,
-            "accepting": self.turns.accepting if self.turns else False,
+            "accepting": self.turns.accepting if self.turns else self.keyboard.committing,
             "undelivered": self.outbox.size,
         }
 

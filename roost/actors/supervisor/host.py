@@ -28,6 +28,7 @@ class Session(Protocol):
     spec: dict[str, Any]
     record_id: str
     generation: int
+    instance_id: str
     provider: str
     peer: Peer
     term: Terminal

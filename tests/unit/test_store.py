@@ -1,0 +1,82 @@
+"""The state store's ``state.events.append`` (roost.actors.state.store): an operation id stored with
+its events answers a repeat as a duplicate, and the same request sent again (its events' ids in
+the log already: its sender never heard the answer) answers ``repeated``, appending nothing. Real
+SQLite in a temporary directory, the store's own writer task; the broker is a fake."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from roost.actors.runtime.peer import Peer
+from roost.actors.state import db
+from roost.actors.state.store import StateStore
+from roost.broker import protocol as p
+
+
+class FakePeer:
+    def __init__(self) -> None:
+        self.handlers: dict[str, Any] = {}
+        self.published: list[tuple[str, dict[str, Any]]] = []
+
+    def publish(self, topic: str, body: dict[str, Any]) -> None:
+        self.published.append((topic, body))
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    connection, _ = db.open_db(tmp_path / "state.db", "n-test")
+    yield connection
+    connection.close()
+
+
+def prompt(text: str, eid: str, op: str) -> dict[str, Any]:
+    event = {"kind": "session.input", "record": "r1", "generation": 1, "data": {"text": text}}
+    return {
+        "events": [{**event, "eid": eid}],
+        "op": {"id": op, "method": "session.prompt", "record": "r1"},
+    }
+
+
+def appends(conn: sqlite3.Connection, *bodies: dict[str, Any]) -> list[dict[str, Any]]:
+    async def scenario() -> list[dict[str, Any]]:
+        store = StateStore(conn, cast(Peer, FakePeer()))
+        writer = asyncio.create_task(store.writer())
+        try:
+            append = store._events_append
+            return [await append(p.Header(kind="request"), body) for body in bodies]
+        finally:
+            writer.cancel()
+
+    return asyncio.run(scenario())
+
+
+def texts(conn: sqlite3.Connection) -> list[str]:
+    return [e["data"]["text"] for e in db.events_since(conn, 0, 100)]
+
+
+def test_the_same_request_again_is_repeated_and_appends_nothing(conn: sqlite3.Connection) -> None:
+    first, again = appends(conn, prompt("hi", "i1:input:1", "P1"), prompt("hi", "i1:input:1", "P1"))
+    assert first == {"seqs": [1]}
+    assert again == {"seqs": [1], "repeated": True}
+    assert texts(conn) == ["hi"]
+    assert db.get_op(conn, "P1")["result"] == {"seqs": [1]}  # type: ignore[index]
+
+
+def test_another_request_with_the_operation_id_is_a_duplicate(conn: sqlite3.Connection) -> None:
+    first, other = appends(conn, prompt("hi", "i1:input:1", "P1"), prompt("hi", "i2:input:1", "P1"))
+    assert first == {"seqs": [1]}
+    assert other["duplicate"] is True and other["seqs"] == [1]
+    assert other["op"]["id"] == "P1" and other["op"]["method"] == "session.prompt"
+    assert texts(conn) == ["hi"]
+
+
+def test_events_without_an_event_id_are_appended_each_time(conn: sqlite3.Connection) -> None:
+    bare = {"events": [{"kind": "session.input", "record": "r1", "data": {"text": "x"}}]}
+    assert appends(conn, bare, bare) == [{"seqs": [1]}, {"seqs": [2]}]
+    assert texts(conn) == ["x", "x"]
