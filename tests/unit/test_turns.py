@@ -8,6 +8,7 @@ the test sets, and the turn's process is a real, short-lived Python process."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from pathlib import Path
 from typing import Any, cast
@@ -234,3 +235,37 @@ def test_still_undecided_after_the_wait_is_busy_without_a_turn(
         await asyncio.wait_for(runner._task or asyncio.sleep(0), 10)
 
     asyncio.run(main())
+
+
+# -- the turn's process starts beside the answer ------------------------------------------------
+
+
+def test_the_answer_does_not_wait_for_the_turn_s_process(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = StalledStore(tmp_path / "mark")
+        store.answer.set()
+        runner, _ = _runner(tmp_path, store)
+        reply = await runner.start("hi", "")
+        assert runner.running == reply["turn"] and runner.proc is None  # not even forked yet
+        with pytest.raises(RoostError):  # one turn at a time, from the answer on
+            await runner.start("another", "")
+        assert runner._task is not None
+        await asyncio.wait_for(runner._task, 10)
+        assert (tmp_path / "mark").read_text() == "ran"
+
+    asyncio.run(main())
+
+
+def test_a_stop_while_the_process_starts_ends_it_stopped(tmp_path: Path) -> None:
+    async def main() -> list[dict[str, Any]]:
+        peer, spool = HeldPeer(), Spool()
+        peer.release.set()
+        runner = _held_runner(tmp_path, peer, spool)
+        await runner.start("one", "")
+        assert runner.proc is None
+        await asyncio.wait_for(runner.stop(grace=5.0), 10)
+        return spool.entries
+
+    ends = [e for e in asyncio.run(main()) if e["t"] == "turn-end"]
+    assert len(ends) == 1 and ends[0]["reason"] == "stopped"
+    assert ends[0]["exit"] == -signal.SIGTERM  # ended once started, not left to run out

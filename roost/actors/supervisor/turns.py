@@ -3,9 +3,10 @@
 A turn is accepted only after the state store committed it (turn row, its operation, its
 user-input event, in one transaction). A begin the store did not answer in time is repeated until
 it does (the store may have committed it late): a turn is never left ``running`` with no process.
-Its process then runs to its end whatever happens to the client; each output line goes to the
-outbox (and the transcript) as it arrives, and the turn's end follows them. One turn at a time per
-session.
+Its process starts once the turn is committed, beside the answer (the client is not kept waiting
+for a fork), and runs to its end whatever happens to the client; each output line goes to the
+outbox (and the transcript) as it arrives, and the turn's end follows them (a process that cannot
+start ends its turn ``failed``). One turn at a time per session.
 """
 
 from __future__ import annotations
@@ -112,9 +113,16 @@ class TurnRunner:
         if self._closing:  # the session was stopped while the store kept the turn waiting
             self._end(turn_id, None, "stopped")
             return reply
+        self.running = turn_id
+        self._task = asyncio.get_running_loop().create_task(self._run(turn_id, text, plan))
+        return reply
+
+    async def _run(self, turn_id: str, text: str, plan: dict[str, Any]) -> None:
+        """The accepted turn's process, to its end."""
+        spec = self.spec
         env = {**spec["env"], **(plan.get("env") or {})}
         try:
-            self.proc = await asyncio.create_subprocess_exec(
+            proc = await asyncio.create_subprocess_exec(
                 *plan["argv"],
                 cwd=spec["cwd"],
                 env=env,
@@ -124,11 +132,13 @@ class TurnRunner:
             )
         except OSError as exc:
             self._end(turn_id, 127, f"cannot start the provider: {exc.strerror}")
-            return reply
-        self.running = turn_id
+            return
+        self.proc = proc
         self._show(f"\r\n> {text}\r\n")
-        self._task = asyncio.get_running_loop().create_task(self._pump(turn_id, self.proc))
-        return reply
+        if self._stopping:  # stopped while its process was starting
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+        await self._pump(turn_id, proc)
 
     def _begin_body(self, turn_id: str, text: str, op: str) -> dict[str, Any]:
         record, generation = self.spec["record_id"], self.spec["generation"]
@@ -275,14 +285,16 @@ class TurnRunner:
         does a turn whose acceptance is still waiting for the state store once it is accepted."""
         self._closing = True
         proc, task = self.proc, self._task
-        if proc is None or task is None or proc.returncode is not None:
+        if task is None or task.done() or (proc is not None and proc.returncode is not None):
             return
-        self._stopping = True
-        with contextlib.suppress(ProcessLookupError):
-            proc.terminate()
+        self._stopping = True  # a process still starting is ended as soon as it has started
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
         try:
             await asyncio.wait_for(asyncio.shield(task), grace)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+            if self.proc is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.kill()
             await task
