@@ -217,3 +217,36 @@ def test_the_store_drops_week_old_operation_ids_at_most_every_ten_minutes(
     now[0] += 1  # ...and then it is
     store.trim_step()
     assert db.get_op(conn, "b") is None
+
+
+def test_an_idle_store_s_trimmer_does_not_write_until_events_come(conn: sqlite3.Connection) -> None:
+    """The trimmer looks once, then waits for committed events (or for operation ids to be due),
+    not once a second: an idle node's store does not wake."""
+
+    async def scenario() -> list[int]:
+        store = store_for(conn, 1000)
+        steps: list[int] = []
+        step = store.trim_step
+
+        def counted() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            steps.append(len(steps))
+            return step()
+
+        store.trim_step = counted  # type: ignore[method-assign]
+        tasks = [asyncio.create_task(store.writer()), asyncio.create_task(store.trimmer(0.01))]
+        try:
+            async with asyncio.timeout(10):
+                while not steps:
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(0.3)  # thirty periods: nothing was committed, no step
+                assert len(steps) == 1
+                event = {"kind": "session.input", "record": "r1", "data": {}}
+                await store.write(lambda: ({}, store.append([event])))
+                while len(steps) < 2:
+                    await asyncio.sleep(0.01)
+        finally:
+            for task in tasks:
+                task.cancel()
+        return steps
+
+    assert asyncio.run(scenario()) == [0, 1]

@@ -4,7 +4,8 @@ Mutations go through one writer task that commits them in small groups (one tran
 savepoint per request, so one refused request never spoils its neighbours). Events are published
 to the broker only after their transaction committed, so a subscriber never sees an event that
 the log does not hold. Retention (``retention``) trims the oldest events through the same
-writer, a bounded chunk at a time.
+writer, a bounded chunk at a time, and only when the log has grown (or old operation ids are
+due): an idle store does not wake.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class StateStore:
         self.keep, self.clock = keep or Retention(), clock
         self._ops_due = 0.0
         self.storage = Storage(db_directory(conn), clock)
+        self._grown = asyncio.Event()  # events were committed since the trimmer last looked
         self._queue: asyncio.Queue[tuple[Mutation, asyncio.Future[dict[str, Any]]]] = (
             asyncio.Queue()
         )
@@ -131,6 +133,8 @@ class StateStore:
             return
         self.storage.committed()
         for future, result, events in outcomes:
+            if events:
+                self._grown.set()
             for event in events:
                 self.peer.publish(event_topic(event), event)
             if future.done():
@@ -165,12 +169,22 @@ class StateStore:
         """Retention, through the writer: one bounded chunk per write, so the writes queued
         meanwhile go between chunks; then a pause while nothing is due."""
         while True:
+            self._grown.clear()
             try:
                 step = await self.write(self.trim_step)
             except RoostError:  # storage-full and the like: the writer logged it; try later
                 step = {"more": False}
+                self._grown.set()
             if not step["more"]:
                 await asyncio.sleep(every)
+                await self._until_due()
+
+    async def _until_due(self) -> None:
+        """Until events were committed, or the operation ids are due to be looked at."""
+        if self._grown.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._grown.wait(), max(0.0, self._ops_due - self.clock()))
 
     def trim_step(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Delete one chunk of events past the limit and, every ``OPS_EVERY_S``, the operation
