@@ -198,11 +198,23 @@ def _no_ext(code: int, data: bytes) -> Any:
 
 
 def unpack(
-    data: bytes, *, limit: int = BODY_LIMIT, what: str = "body", shape: bool = True
+    data: bytes | memoryview,
+    *,
+    limit: int = BODY_LIMIT,
+    what: str = "body",
+    shape: bool = True,
 ) -> dict[str, Any]:
     """Decode one frame into a map, enforcing every limit; raise RoostError on bad input.
     ``shape=False`` leaves out the walk that checks nesting and map keys (the rest still holds):
     for a client reading its node's replies, which the node built."""
+    obj = _load(data, limit, what)
+    if shape and not _shape_ok(obj, 0):
+        raise _misshapen(what)
+    return obj
+
+
+def _load(data: bytes | memoryview, limit: int, what: str) -> dict[Any, Any]:
+    """One msgpack map within ``limit`` and the length limits; its shape is not checked yet."""
     if len(data) > limit:
         raise RoostError("frame-too-large", f"{what} is {len(data)} bytes; the limit is {limit}")
     try:
@@ -219,17 +231,19 @@ def unpack(
         )
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError):
         raise RoostError("bad-request", f"{what} is not one valid msgpack value") from None
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:
         raise RoostError("bad-request", f"{what} must be a msgpack map")
-    if shape and not _shape_ok(obj, 0):
-        raise RoostError(
-            "bad-request",
-            f"{what} nests deeper than {MAX_DEPTH} or has a map key that is not a string",
-        )
     return obj
 
 
-@dataclass
+def _misshapen(what: str) -> RoostError:
+    return RoostError(
+        "bad-request",
+        f"{what} nests deeper than {MAX_DEPTH} or has a map key that is not a string",
+    )
+
+
+@dataclass(slots=True)
 class Header:
     """The routing frame. Short keys on the wire: v k id m t f s g op topic."""
 
@@ -246,18 +260,22 @@ class Header:
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"v": self.version, "k": self.kind}
-        optional = {
-            "id": self.rid,
-            "m": self.method,
-            "t": self.target,
-            "f": self.sender,
-            "g": self.grant,
-            "op": self.op,
-        }
-        wire.update({k: v for k, v in optional.items() if v})
+        if self.rid:  # string keys that are empty are left out
+            wire["id"] = self.rid
+        if self.method:
+            wire["m"] = self.method
+        if self.target:
+            wire["t"] = self.target
+        if self.sender:
+            wire["f"] = self.sender
+        if self.grant:
+            wire["g"] = self.grant
+        if self.op:
+            wire["op"] = self.op
         if self.session is not None:
             wire["s"] = self.session
-        wire.update(self.extra)
+        if self.extra:
+            wire.update(self.extra)
         return wire
 
     def encode(self) -> bytes:
@@ -266,31 +284,54 @@ class Header:
     @classmethod
     def decode(cls, data: bytes) -> Header:
         """The header in ``data``; a field of the wrong type raises ``HeaderError`` naming it
-        (and carrying the header's ``id`` when that is readable). A nil field counts as absent."""
-        raw = unpack(data, limit=HEADER_LIMIT, what="header")
-        rid = raw.get("id")
-        readable = rid if isinstance(rid, str) else ""
-        kind = raw.get("k")
-        if not isinstance(kind, str) or kind not in KINDS:
+        (and carrying the header's ``id`` when that is readable). A nil field counts as absent.
+
+        One pass over its few keys checks the shape (as ``unpack`` does), the string fields and
+        collects the keys beyond the known ones; the refusals come in the order they always
+        did: the shape, then ``k``, ``v``, the string fields (id m t f g op), ``s``."""
+        raw = _load(data, HEADER_LIMIT, "header")
+        extra: dict[str, Any] = {}
+        strings_ok = True
+        for key, value in raw.items():
+            if type(key) is not str:
+                raise _misshapen("header")
+            if key not in HEADER_KEYS:
+                extra[key] = value
+            elif value is not None and key in _STRING_KEYS and type(value) is not str:
+                strings_ok = False
+            if (type(value) is dict or type(value) is list) and not _shape_ok(value, 1):
+                raise _misshapen("header")
+        get = raw.get
+        rid = get("id")
+        readable = rid if type(rid) is str else ""
+        kind = get("k")
+        if type(kind) is not str or kind not in KINDS:
             raise HeaderError("k", "a known message kind", readable)
-        version = PROTOCOL_VERSION if raw.get("v") is None else raw["v"]
-        if not isinstance(version, int) or isinstance(version, bool):
+        version = get("v")
+        if version is None:
+            version = PROTOCOL_VERSION
+        elif type(version) is not int:  # a bool is no version
             raise HeaderError("v", "an integer", readable)
-        strings = {key: _header_str(raw, key, readable) for key in ("id", "m", "t", "f", "g", "op")}
+        if not strings_ok:
+            for key in _STRING_ORDER:
+                if get(key) is not None and type(get(key)) is not str:
+                    raise HeaderError(key, "a string", "" if key == "id" else readable)
         return cls(
-            kind=kind,
-            rid=strings["id"],
-            method=strings["m"],
-            target=strings["t"],
-            sender=strings["f"],
-            version=version,
-            session=_header_session(raw.get("s"), readable),
-            grant=strings["g"],
-            op=strings["op"],
-            extra={k: v for k, v in raw.items() if k not in HEADER_KEYS},
+            kind,
+            readable,
+            get("m") or "",
+            get("t") or "",
+            get("f") or "",
+            version,
+            _header_session(get("s"), readable),
+            get("g") or "",
+            get("op") or "",
+            extra,
         )
 
 
+_STRING_ORDER = ("id", "m", "t", "f", "g", "op")
+_STRING_KEYS = frozenset(_STRING_ORDER)
 HEADER_KEYS = frozenset({"v", "k", "id", "m", "t", "f", "s", "g", "op"})
 
 
@@ -301,15 +342,6 @@ class HeaderError(RoostError):
     def __init__(self, key: str, expected: str, rid: str) -> None:
         super().__init__("bad-request", f"header field {key!r} must be {expected}", {"field": key})
         self.rid = rid
-
-
-def _header_str(raw: dict[str, Any], key: str, rid: str) -> str:
-    value = raw.get(key)
-    if value is None:  # absent, or nil: the same
-        return ""
-    if not isinstance(value, str):
-        raise HeaderError(key, "a string", "" if key == "id" else rid)
-    return value
 
 
 def _header_session(session: Any, rid: str) -> dict[str, Any] | None:
