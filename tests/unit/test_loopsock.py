@@ -1,0 +1,101 @@
+"""A zmq socket read straight from the asyncio loop (roost.broker.loopsock), over inproc."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import zmq
+
+from roost.broker import loopsock
+from roost.broker.loopsock import LoopSocket
+
+
+@pytest.fixture
+def ctx() -> Iterator[zmq.Context[Any]]:
+    context: zmq.Context[Any] = zmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+def pair(ctx: zmq.Context[Any], name: str) -> tuple[zmq.Socket[Any], zmq.Socket[Any]]:
+    router: zmq.Socket[Any] = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    router.bind(f"inproc://{name}")
+    dealer: zmq.Socket[Any] = ctx.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.ROUTING_ID, b"\x01dealer")
+    dealer.connect(f"inproc://{name}")
+    return router, dealer
+
+
+async def until(cond: Any, what: str, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not cond():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def test_every_message_is_handed_on_in_order_past_a_batch(ctx: zmq.Context[Any]) -> None:
+    async def main() -> None:
+        router, dealer = pair(ctx, "order")
+        got: list[bytes] = []
+        served = LoopSocket(router, lambda frames: got.append(frames[-1].bytes))
+        served.start()
+        n = loopsock.BATCH * 3 + 7
+        for i in range(n):
+            dealer.send_multipart([b"h", str(i).encode()])
+        await until(lambda: len(got) == n, "every message")
+        assert got == [str(i).encode() for i in range(n)]
+        served.close()
+
+    asyncio.run(main())
+
+
+def test_a_send_outside_a_drain_does_not_strand_what_arrived_meanwhile(
+    ctx: zmq.Context[Any],
+) -> None:
+    """libzmq's descriptor is edge-triggered and any call may consume its signal: messages that
+    arrive while the socket sends from a timer are still read."""
+
+    async def main() -> None:
+        router, dealer = pair(ctx, "edge")
+        got: list[bytes] = []
+        served = LoopSocket(dealer, lambda frames: got.append(frames[0].bytes))
+        served.start()
+        dealer.send(b"hello")  # so the ROUTER knows the dealer's routing id
+        assert router.recv_multipart()[0] == b"\x01dealer"
+        for i in range(200):
+            router.send_multipart([b"\x01dealer", str(i).encode()])
+            assert served.send([b"out"]) is True  # a send from outside any drain
+            await asyncio.sleep(0)
+        await until(lambda: len(got) == 200, "every message")
+        served.close()
+
+    asyncio.run(main())
+
+
+def test_send_says_gone_or_full_without_blocking(ctx: zmq.Context[Any]) -> None:
+    async def main() -> None:
+        router, _ = pair(ctx, "gone")
+        served = LoopSocket(router, lambda frames: None)
+        served.start()
+        assert served.send([b"\x01nobody", b"x"]) is False  # EHOSTUNREACH: not there
+        sink: zmq.Socket[Any] = ctx.socket(zmq.ROUTER)  # never read: its pipe fills
+        sink.setsockopt(zmq.RCVHWM, 1)
+        sink.bind("inproc://full")
+        plain, queued = (LoopSocket(ctx.socket(zmq.DEALER), lambda f: None) for _ in range(2))
+        queued = LoopSocket(queued.sock, lambda frames: None, queue=3)
+        for sock in (plain, queued):
+            sock.sock.setsockopt(zmq.SNDHWM, 1)
+            sock.sock.connect("inproc://full")
+        results = [plain.send([b"x"]) for _ in range(20)]
+        assert results[0] is True and results[-1] is None  # full: said so, nothing blocked
+        sent = [queued.send([str(i).encode()]) for i in range(20)]
+        assert queued.queued == 3 and queued.shedding  # kept 3, in order; shed the rest
+        assert sent[-1] is None
+        for sock in (served, plain, queued):
+            sock.close()
+
+    asyncio.run(main())
