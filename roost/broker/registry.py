@@ -1,6 +1,8 @@
-"""The broker's peer registry: address -> routing id, incarnation, last heartbeat.
+"""The broker's peer registry: address -> routing id, incarnation, last message, descriptor.
 
-Pure bookkeeping with an injected clock, so liveness rules are unit-tested without sockets.
+Pure bookkeeping with an injected clock, so its rules are unit-tested without sockets. Whether an
+actor is alive is libzmq's to say (``roost.broker.liveness``); the registry remembers what the
+broker learns.
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-HEARTBEAT_S = 1.0
+HEARTBEAT_S = 1.0  # a peer's ping interval, where pings are still sent (runtime.peer)
 DEAD_AFTER_BEATS = 3
 MAX_CLIENTS = 4096
-GHOST_S = 60.0  # how long the replies of an actor that missed its beats are still routed
+GHOST_S = 60.0  # how long the replies of an actor whose connection dropped are still routed
 
 
 class Seen:
@@ -46,6 +48,7 @@ class PeerEntry:
     last_seen: float
     meta: dict[str, Any] = field(default_factory=dict)
     actor: bool = True
+    fd: int | None = None  # the descriptor its hello came on (None: not known)
 
 
 class Registry:
@@ -81,19 +84,17 @@ class Registry:
         return displaced
 
     def live_holder(self, address: str, routing_id: bytes, incarnation: str) -> PeerEntry | None:
-        """The actor a hello for ``address`` would displace, when that is another live process.
+        """The actor a hello for ``address`` would displace, when that is another process.
 
         The rule (PROTOCOL.md, ``hello``): the holder is displaced when it is the same peer
         (the same routing id, or the same incarnation on a new connection, as after a reconnect)
-        or when it is dead (silent for more than DEAD_AFTER_BEATS beats). Otherwise it is the
-        holder returned here; the broker still asks whether its connection is open before it
-        refuses the hello ``node-id-conflict``."""
+        or when it is gone. A holder whose connection libzmq dropped (heartbeats) is removed
+        from the registry; otherwise it is returned here, and the broker still asks whether its
+        connection is open before it refuses the hello ``node-id-conflict``."""
         holder = self._by_address.get(address)
         if holder is None or holder.routing_id == routing_id:
             return None
         if holder.incarnation == incarnation:
-            return None
-        if holder.last_seen < self._clock() - HEARTBEAT_S * DEAD_AFTER_BEATS:
             return None
         return holder
 
@@ -120,14 +121,10 @@ class Registry:
                 self._clients.move_to_end(address)
         return entry
 
-    def expired(self, *, beat: float = HEARTBEAT_S) -> list[PeerEntry]:
-        """Actors silent for more than DEAD_AFTER_BEATS heartbeats (clients never expire here)."""
-        limit = self._clock() - beat * DEAD_AFTER_BEATS
-        return [e for e in self._by_address.values() if e.last_seen < limit]
-
     def expire(self, address: str) -> PeerEntry | None:
-        """Remove an actor that missed its beats, remembering it briefly: a stalled actor (a
-        stopped process, a long pause) may still answer what it was asked before it stalled."""
+        """Remove an actor whose connection dropped, remembering it briefly: a stalled actor (a
+        stopped process, a long pause) may still answer what it was asked before it stalled,
+        from the same routing id once its socket has reconnected."""
         entry = self.remove(address)
         if entry is not None:
             now = self._clock()

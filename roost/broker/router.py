@@ -2,13 +2,17 @@
 
 Every inbound message is ``[routing_id, header, body]``. The broker decodes the small header,
 never the body (except ``hello`` and ``initialize``, which it serves itself), and forwards to the
-registered peer named by the header's target. It answers ``unreachable`` rather than dropping a
-request, and every malformed input gets an error reply where one can be sent.
+registered peer named by the header's target; the body frame goes on as it came, and so does the
+header when it already says what the broker would stamp. It answers ``unreachable`` rather than
+dropping a request, and every malformed input gets an error reply where one can be sent. The
+sockets are read straight from the loop (``loopsock``); who has gone, libzmq's heartbeats and
+monitor say (``liveness``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import Callable
@@ -19,15 +23,21 @@ import structlog
 import zmq
 import zmq.asyncio
 
+from roost.broker import liveness
 from roost.broker import protocol as p
 from roost.broker.admission import Gate, negotiate
 from roost.broker.errors import RoostError
 from roost.broker.keys import AllowedKeys
 from roost.broker.links import Links
+from roost.broker.local import LOCAL, LocalLink, data
+from roost.broker.loopsock import LoopSocket, send_now
 from roost.broker.policy import Policy, node_of
-from roost.broker.registry import HEARTBEAT_S, PeerEntry, Registry, Seen
+from roost.broker.registry import PeerEntry, Registry, Seen
 
 log = structlog.get_logger("roost.broker")
+
+Body = bytes | zmq.Frame  # a body frame goes on as it came
+_INDEX = [bytes([i]) for i in range(256)]  # a socket's index byte, before a routing id
 
 
 @dataclass
@@ -66,19 +76,23 @@ class Broker:
         self._ctx = ctx
         # One ROUTER and one PUB per kind of endpoint: [0] local (ipc, inproc), [1] network.
         # A peer's key in the registry is its socket's index byte + its ZeroMQ routing id.
-        self._routers: list[zmq.asyncio.Socket] = []
-        self._pubs: list[zmq.asyncio.Socket] = []
-        # zmq.asyncio sends hand errors to a Future; a synchronous shadow of the same socket
-        # raises them at once, so a send to a peer that has gone is noticed (EHOSTUNREACH)
-        self._router_now: list[zmq.Socket[Any]] = []
-        self._pub_now: list[zmq.Socket[Any]] = []
+        self._routers: list[LoopSocket] = []
+        self._monitors: list[LoopSocket] = []
+        self._pubs: list[zmq.Socket[Any]] = []
         self._add_sockets({})
         self.events_endpoints = list(config.pub_endpoints)
         self.network: NetworkEndpoint | None = None
         self._key_now: str | None = None  # the CURVE public key of the message being handled
+        self._frame_now: zmq.Frame | None = None  # the header frame of the message being handled
+        self._dropped: set[tuple[int, int]] = set()  # (socket, descriptor) closed, to be probed
+        self._locals: dict[bytes, LocalLink] = {}  # actors in this process (roost.broker.local)
         self._warned = Seen()
         self.gate = Gate(config.token, config.actor_token, config.observer_token, config.policy)
         self.links = Links()  # a hub's node links: what they may send, which replies they owe
+        self._pongs = {  # the two answers to a ping, packed once
+            known: p.pack({"registered": known, "incarnation": config.incarnation})
+            for known in (True, False)
+        }
         self.stats = {"routed": 0, "errors": 0, "published": 0}
 
     def drop(self, *prefixes: str) -> None:
@@ -88,26 +102,29 @@ class Broker:
                 self.registry.remove(entry.address)
                 log.info("peer-down", address=entry.address, reason="process exited")
 
-    def _add_sockets(
-        self, options: dict[int, Any]
-    ) -> tuple[zmq.asyncio.Socket, zmq.asyncio.Socket]:
-        router = self._ctx.socket(zmq.ROUTER)
-        pub = self._ctx.socket(zmq.PUB)
+    def _add_sockets(self, options: dict[int, Any]) -> tuple[zmq.Socket[Any], zmq.Socket[Any]]:
+        via = len(self._routers)
+        router: zmq.Socket[Any] = zmq.Socket(self._ctx, zmq.ROUTER)
+        pub: zmq.Socket[Any] = zmq.Socket(self._ctx, zmq.PUB)
         for sock in (router, pub):
             sock.setsockopt(zmq.LINGER, 0)
             for option, value in options.items():
                 sock.setsockopt(option, value)
         router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a peer reconnecting under its routing id
         router.setsockopt(zmq.MAXMSGSIZE, p.HARD_FRAME_LIMIT)
-        self._routers.append(router)
+        for option, value in liveness.heartbeats(network=via > 0).items():
+            router.setsockopt(option, value)
+        name = f"inproc://roost-broker-monitor-{id(self):x}-{via}"
+        dropped = functools.partial(self._on_dropped, via)
+        self._monitors.append(liveness.watch(self._ctx, router, name, dropped))
+        self._routers.append(LoopSocket(router, functools.partial(self._on_frames, via)))
         self._pubs.append(pub)
-        self._router_now.append(zmq.Socket.shadow(router.underlying))
-        self._pub_now.append(zmq.Socket.shadow(pub.underlying))
         return router, pub
 
     def bind(self) -> None:
         for ep in self.config.router_endpoints:
-            self._routers[0].bind(ep)
+            self._routers[0].sock.bind(ep)
         for ep in self.config.pub_endpoints:
             self._pubs[0].bind(ep)
 
@@ -137,41 +154,56 @@ class Broker:
         self.network = network
         self.gate.keys = network.keys
 
+    def local(self, name: str) -> LocalLink:
+        """A link for an actor in this process (the node's, the hub's): its ``Peer`` uses it in
+        place of a socket on ``inproc://``."""
+        link = LocalLink(f"local-{len(self._locals) + 1}".encode(), self._on_local, name)
+        self._locals[link.routing_id] = link
+        return link
+
     def close(self) -> None:
-        for sock in (*self._routers, *self._pubs):
-            sock.close(0)
+        for loop_sock in (*self._monitors, *self._routers):
+            loop_sock.close()
+        for pub in self._pubs:
+            pub.close(0)
 
     async def run(self) -> None:
-        reaper = asyncio.create_task(self._reap_loop())
-        poller = zmq.asyncio.Poller()
-        for router in self._routers:
-            poller.register(router, zmq.POLLIN)
+        """Serve until cancelled: the sockets are read from the loop's callbacks."""
+        for loop_sock in (*self._routers, *self._monitors):
+            loop_sock.start()
         try:
-            while True:
-                for sock, _ in await poller.poll():
-                    via = self._routers.index(sock)
-                    frames = await sock.recv_multipart(copy=False)
-                    self._on_frames([f.bytes for f in frames], via, frames[-1])
+            await asyncio.get_running_loop().create_future()
         finally:
-            reaper.cancel()
+            for loop_sock in (*self._routers, *self._monitors):
+                loop_sock.stop()
 
     # -- inbound -------------------------------------------------------------------------------
 
-    def _on_frames(self, frames: list[bytes], via: int = 0, last: Any = None) -> None:
-        routing_id, rest = bytes([via]) + frames[0], frames[1:]
+    def _on_local(self, frames: list[Any]) -> None:
+        """A message from a local link. It may come while the broker is still handling another
+        (the reply of a handler that answered at once): what that one was, is kept."""
+        kept = self._key_now, self._frame_now
+        try:
+            self._on_frames(LOCAL, frames)
+        finally:
+            self._key_now, self._frame_now = kept
+
+    def _on_frames(self, via: int, frames: list[Any]) -> None:
+        routing_id = _INDEX[via] + data(frames[0])
         self._key_now = None
-        if via and self.network is not None and self.network.curve_secret and last is not None:
-            self._key_now = str(last.get("User-Id"))  # the client's public key (ZAP)
+        if via == 1 and self.network is not None and self.network.curve_secret:
+            self._key_now = str(frames[-1].get("User-Id"))  # the client's public key (ZAP)
         try:
             self._check_key(routing_id)
-            if len(rest) != 2:
+            if len(frames) != 3:
                 raise RoostError("bad-request", "a message is exactly two frames: header, body")
-            header = p.Header.decode(rest[0])
+            self._frame_now = frames[1]
+            header = p.Header.decode(data(frames[1]))
         except RoostError as err:
             self._refuse(routing_id, None, err)
             return
         try:
-            self._dispatch(routing_id, header, rest[1])
+            self._dispatch(routing_id, header, frames[2])
         except RoostError as err:
             if header.kind == p.REQUEST and header.method == "initialize":
                 self._drop_client(routing_id)
@@ -185,34 +217,31 @@ class Broker:
             self.registry.remove(known)
             log.info("client-dropped", address=known, reason="initialize refused")
 
-    def _dispatch(self, routing_id: bytes, header: p.Header, body: bytes) -> None:
-        known = self.registry.address_of(routing_id)
-        entry = self.registry.lookup(known) if known else None
+    def _dispatch(self, routing_id: bytes, header: p.Header, body: Body) -> None:
+        sender = self.registry.touch(routing_id)
         # actors may answer with more than a client may send (a long listing, a transcript)
-        limit = p.HARD_FRAME_LIMIT if entry is not None and entry.actor else p.BODY_LIMIT
+        limit = p.HARD_FRAME_LIMIT if sender is not None and sender.actor else p.BODY_LIMIT
         if len(body) > limit:
             raise RoostError("frame-too-large", f"body is {len(body)} bytes; the limit is {limit}")
-        if header.kind == p.HELLO:
-            self._hello(routing_id, header, p.unpack(body))
+        kind = header.kind
+        if kind == p.HELLO:
+            self._hello(routing_id, header, p.unpack(data(body)))
             return
-        if header.kind == p.REQUEST and header.method == "initialize":
-            self._initialize(routing_id, header, p.unpack(body))
+        if kind == p.REQUEST and header.method == "initialize":
+            self._initialize(routing_id, header, p.unpack(data(body)))
             return
-        sender = self.registry.touch(routing_id)
-        if header.kind == p.PING:
-            self._send(
-                routing_id,
-                p.Header(kind=p.PONG, rid=header.rid, sender="broker"),
-                {"registered": sender is not None, "incarnation": self.config.incarnation},
-            )
+        if kind == p.PING:
+            pong = p.Header(kind=p.PONG, rid=header.rid, sender="broker")
+            self._send(routing_id, pong, self._pongs[sender is not None], raw=True)
             return
-        if sender is None and header.kind in (p.RESPONSE, p.ERROR):
+        if sender is None and kind in (p.RESPONSE, p.ERROR):
             ghost = self.registry.ghost(routing_id)
             if ghost is not None:  # a late answer from an actor that stalled: still deliver it
+                as_is = header.sender == ghost
                 header.sender = ghost
                 if self.config.policy.hub and node_of(ghost):  # a node's link, gone quiet
                     self.links.check(ghost, header)
-                self._route_reply(header, body)
+                self._route_reply(header, body, as_is)
                 return
         if sender is None:
             raise RoostError("not-initialized", "call initialize (clients) or hello (actors) first")
@@ -223,19 +252,23 @@ class Broker:
                 f"protocol version {header.version} is not the one this connection speaks",
                 {"version": served} if served else {"supported": list(p.SUPPORTED_VERSIONS)},
             )
+        # the header goes on as it came when it names its sender as the broker would
+        as_is = sender.actor and header.sender == sender.address and "r" not in header.extra
         header.sender = sender.address
         if sender.meta.get("link"):
             self.links.check(sender.address, header)
-        if header.kind == p.PUBLISH and sender.actor:
+        if kind == p.PUBLISH and sender.actor:
             self._publish(header, body)
-        elif header.kind in (p.REQUEST, p.NOTIFY):
-            self._route_request(sender, header, body)
-        elif header.kind in (p.RESPONSE, p.ERROR) and sender.actor:
-            self._route_reply(header, body)
+        elif kind in (p.REQUEST, p.NOTIFY):
+            self._route_request(sender, header, body, as_is)
+        elif kind in (p.RESPONSE, p.ERROR) and sender.actor:
+            self._route_reply(header, body, as_is)
         else:
-            raise RoostError("bad-request", f"a {header.kind!r} message is not accepted here")
+            raise RoostError("bad-request", f"a {kind!r} message is not accepted here")
 
-    def _route_request(self, sender: PeerEntry, header: p.Header, body: bytes) -> None:
+    def _route_request(
+        self, sender: PeerEntry, header: p.Header, body: Body, as_is: bool = False
+    ) -> None:
         policy = self.config.policy
         header.extra.pop("r", None)  # the role is the broker's to say, never the sender's
         if not sender.actor:
@@ -256,7 +289,7 @@ class Broker:
             raise RoostError(
                 "unreachable", f"no peer is registered as {target!r}", {"target": target}
             )
-        sent = self._send(entry.routing_id, header, body, raw=True)
+        sent = self._send(entry.routing_id, self._wire(header, as_is), body, raw=True)
         if sent and entry.meta.get("link") and header.kind == p.REQUEST:
             self.links.sent(target, header)
         if sent is None:
@@ -268,21 +301,27 @@ class Broker:
             raise RoostError("unreachable", f"peer {target!r} has gone", {"target": target})
         self.stats["routed"] += 1
 
-    def _route_reply(self, header: p.Header, body: bytes) -> None:
+    def _route_reply(self, header: p.Header, body: Body, as_is: bool = False) -> None:
         entry = self.registry.lookup(header.target)
-        if entry is None or not self._send(entry.routing_id, header, body, raw=True):
+        wire = self._wire(header, as_is)
+        if entry is None or not self._send(entry.routing_id, wire, body, raw=True):
             log.info("reply-dropped", target=header.target, reason="requester gone")
 
-    def _publish(self, header: p.Header, body: bytes) -> None:
+    def _wire(self, header: p.Header, as_is: bool) -> bytes | zmq.Frame:
+        """The header frame to send on: the one that came, when nothing in it changed."""
+        if as_is and self._frame_now is not None:
+            return self._frame_now
+        return header.encode()
+
+    def _publish(self, header: p.Header, body: Body) -> None:
         topic = header.extra.get("topic")
         if not isinstance(topic, str) or not topic:
             raise RoostError("bad-request", "a publish header needs a 'topic' string")
         event_header = p.Header(kind=p.EVENT, sender=header.sender, extra={"topic": topic})
-        for pub in self._pub_now:
-            try:
-                pub.send_multipart([topic.encode(), event_header.encode(), body], flags=zmq.NOBLOCK)
-            except zmq.Again:
-                continue  # PUB may drop (the durable log may not); subscribers fill gaps from it
+        frames = [topic.encode(), event_header.encode(), body]
+        for pub in self._pubs:
+            # PUB may drop (the durable log may not); subscribers fill gaps from it
+            send_now(pub, frames)
         self.stats["published"] += 1
 
     # -- served by the broker itself -----------------------------------------------------------
@@ -297,13 +336,19 @@ class Broker:
         self._check_holder(address, routing_id, incarnation)
         meta = dict(body.get("meta") or {}) if isinstance(body.get("meta"), dict) else {}
         meta["link"] = link  # the broker's to say, like a client's role
-        entry = PeerEntry(address, routing_id, incarnation, self.registry.now(), meta)
+        fd = liveness.source_fd(self._frame_now) if self._frame_now is not None else None
+        entry = PeerEntry(address, routing_id, incarnation, self.registry.now(), meta, fd=fd)
         self.registry.register(entry)
         log.info("peer-up", address=address, incarnation=incarnation)
+        # pings are asked only of a CURVE peer (a hub's link): its key is checked per message
         self._send(
             routing_id,
             p.reply_header(header),
-            {"incarnation": self.config.incarnation, "node_id": self.config.node_id},
+            {
+                "incarnation": self.config.incarnation,
+                "node_id": self.config.node_id,
+                "pings": self._key_now is not None,
+            },
         )
         self._notify_node(
             {"event": "peer.up", "address": address, "incarnation": incarnation, "meta": meta}
@@ -313,10 +358,14 @@ class Broker:
         """The first live holder of an address keeps it (Registry.live_holder): a hello from
         another process is refused, unless a send to the holder fails (its connection closed)."""
         holder = self.registry.live_holder(address, routing_id, incarnation)
-        probe = p.Header(kind=p.PONG, sender="broker")  # harmless to a live peer
-        alive = {"registered": True, "incarnation": self.config.incarnation}
-        if holder is not None and self._send(holder.routing_id, probe, alive) is not False:
+        if holder is not None and self._still_there(holder):
             raise self.config.policy.conflict(address)
+
+    def _still_there(self, entry: PeerEntry) -> bool:
+        """Whether the ROUTER still has ``entry``'s routing id: a pong, harmless to a live peer
+        (a full pipe is a peer that is there)."""
+        probe = p.Header(kind=p.PONG, sender="broker")
+        return self._send(entry.routing_id, probe, self._pongs[True], raw=True) is not False
 
     def _check_key(self, routing_id: bytes) -> None:
         """A CURVE connection whose key was revoked is refused from its next message on, and its
@@ -366,7 +415,9 @@ class Broker:
                 "connection_id": conn_id,
                 "role": role,
                 "target": self.config.policy.default_target,
-                "events": self.events_endpoints[min(routing_id[0], len(self.events_endpoints) - 1)]
+                "events": self.events_endpoints[
+                    min(routing_id[0] % LOCAL, len(self.events_endpoints) - 1)
+                ]
                 if self.events_endpoints
                 else "",
                 "limits": {
@@ -380,19 +431,23 @@ class Broker:
     # -- outbound ------------------------------------------------------------------------------
 
     def _send(
-        self, routing_id: bytes, header: p.Header, body: Any, *, raw: bool = False
+        self,
+        routing_id: bytes,
+        header: p.Header | bytes | zmq.Frame,
+        body: Any,
+        *,
+        raw: bool = False,
     ) -> bool | None:
         """True when sent; False when the peer has gone (EHOSTUNREACH); None when it is full."""
         payload = body if raw else p.pack(body)
-        try:
-            self._router_now[routing_id[0]].send_multipart(
-                [routing_id[1:], header.encode(), payload], flags=zmq.NOBLOCK
-            )
-        except zmq.Again:  # the peer is there but its queue is full: not a peer that has gone
-            return None
-        except (zmq.ZMQError, IndexError):
+        wire = header.encode() if isinstance(header, p.Header) else header
+        via = routing_id[0]
+        if via == LOCAL:
+            link = self._locals.get(routing_id[1:])
+            return link.deliver([wire, payload]) if link is not None else False
+        if via >= len(self._routers):
             return False
-        return True
+        return self._routers[via].send([routing_id[1:], wire, payload])
 
     def _refuse(self, routing_id: bytes, header: p.Header | None, err: RoostError) -> None:
         self.stats["errors"] += 1
@@ -414,17 +469,29 @@ class Broker:
             header = p.Header(kind=p.NOTIFY, sender="broker", target=owner)
             self._send(entry.routing_id, header, body)
 
-    async def _reap_loop(self) -> None:
-        while True:
-            await asyncio.sleep(HEARTBEAT_S)
-            for entry in self.registry.expired():
-                self.registry.expire(entry.address)
-                log.info("peer-down", address=entry.address, reason="missed heartbeats")
-                self._notify_node(
-                    {
-                        "event": "peer.down",
-                        "address": entry.address,
-                        "incarnation": entry.incarnation,
-                        "meta": entry.meta,
-                    }
-                )
+    # -- liveness (roost.broker.liveness) -------------------------------------------------------
+
+    def _on_dropped(self, via: int, fd: int) -> None:
+        """A connection of router ``via`` closed: probe its actors once libzmq has settled."""
+        if not self._dropped:
+            asyncio.get_running_loop().call_later(liveness.SETTLE_S, self._probe)
+        self._dropped.add((via, fd))
+
+    def _probe(self) -> None:
+        dropped, self._dropped = self._dropped, set()
+        for via, fd in dropped:
+            for entry in liveness.suspects(self.registry, via, fd):
+                if not self._still_there(entry):
+                    self._expire(entry)
+
+    def _expire(self, entry: PeerEntry) -> None:
+        self.registry.expire(entry.address)
+        log.info("peer-down", address=entry.address, reason="connection dropped")
+        self._notify_node(
+            {
+                "event": "peer.down",
+                "address": entry.address,
+                "incarnation": entry.incarnation,
+                "meta": entry.meta,
+            }
+        )

@@ -1,5 +1,6 @@
-"""The actor runtime's sending under load (runtime.peer), against a raw ROUTER standing in
-for the broker: a peer whose pipe is full queues its sends in order instead of dropping them."""
+"""The actor runtime (runtime.peer), against a raw ROUTER standing in for the broker: a peer
+whose pipe is full queues its sends in order instead of dropping them; it pings only a broker
+that wants pings; it says hello again, under its own routing id, after a reconnect."""
 
 from __future__ import annotations
 
@@ -103,6 +104,92 @@ def test_the_send_queue_is_bounded_and_recovers(
             peer.publish("load", {"i": "after"})  # drained: sending works again
             _, body = await _recv(router)
             assert body["i"] == "after"
+        finally:
+            await _stop(peer, task)
+
+    asyncio.run(main())
+
+
+def _hello_reply(router: zmq.asyncio.Socket, routing_id: bytes, **extra: Any) -> Any:
+    header = p.Header(kind=p.RESPONSE, rid="hello", sender="broker")
+    return router.send_multipart(
+        [routing_id, header.encode(), p.pack({"incarnation": "b1", "node_id": "n", **extra})]
+    )
+
+
+async def _next_kind(router: zmq.asyncio.Socket, timeout: float) -> tuple[bytes, str] | None:
+    try:
+        frames = await asyncio.wait_for(router.recv_multipart(), timeout)
+    except TimeoutError:
+        return None
+    return frames[0], p.Header.decode(frames[1]).kind
+
+
+@pytest.mark.parametrize(("extra", "pings"), [({"pings": False}, False), ({}, True)])
+def test_a_registered_peer_pings_only_a_broker_that_wants_pings(
+    ctx: zmq.asyncio.Context, tmp_path: Path, extra: dict[str, Any], pings: bool
+) -> None:
+    """A broker that answers hello ``pings: false`` keeps the link with ZMTP heartbeats: the
+    peer sends nothing while it is idle. One that does not say (an earlier release) is pinged
+    every beat, as before."""
+
+    async def main() -> None:
+        endpoint = f"ipc://{tmp_path}/broker.sock"
+        router = ctx.socket(zmq.ROUTER)
+        router.setsockopt(zmq.LINGER, 0)
+        router.bind(endpoint)
+        peer = Peer(ctx, endpoint, "quiet", "token", incarnation="i1", heartbeat=0.1)
+        task = asyncio.create_task(peer.run())
+        try:
+            frames = await asyncio.wait_for(router.recv_multipart(), 10)
+            assert p.Header.decode(frames[1]).kind == p.HELLO
+            await _hello_reply(router, frames[0], **extra)
+            await asyncio.wait_for(peer.registered.wait(), 10)
+            while await _next_kind(router, 0.05):  # pings sent while the hello was answered
+                pass
+            got = await _next_kind(router, 1.0)  # ten beats: one that pings has pinged
+            assert (got is not None and got[1] == p.PING) is pings, got
+        finally:
+            await _stop(peer, task)
+
+    asyncio.run(main())
+
+
+def test_a_reconnect_says_hello_again_under_the_same_routing_id(
+    ctx: zmq.asyncio.Context, tmp_path: Path
+) -> None:
+    """The broker goes away (its socket closes) and comes back on the same endpoint: the peer
+    is unregistered meanwhile, and says hello again, from the routing id it had, as soon as the
+    new connection's handshake completes."""
+
+    async def main() -> None:
+        endpoint = f"ipc://{tmp_path}/broker.sock"
+        first = ctx.socket(zmq.ROUTER)
+        first.setsockopt(zmq.LINGER, 0)
+        first.bind(endpoint)
+        peer = Peer(ctx, endpoint, "back", "token", incarnation="i1", heartbeat=600)
+        task = asyncio.create_task(peer.run())
+        try:
+            frames = await asyncio.wait_for(first.recv_multipart(), 10)
+            routing_id = frames[0]
+            assert routing_id[:1] == b"\x01" and len(routing_id) == 16
+            await _hello_reply(first, routing_id, pings=False)
+            await asyncio.wait_for(peer.registered.wait(), 10)
+            first.close(0)
+            deadline = asyncio.get_running_loop().time() + 10
+            while peer.registered.is_set():  # the monitor saw the connection drop
+                assert asyncio.get_running_loop().time() < deadline, "still registered"
+                await asyncio.sleep(0.02)
+            second = ctx.socket(zmq.ROUTER)
+            second.setsockopt(zmq.LINGER, 0)
+            second.bind(endpoint)
+            try:
+                frames = await asyncio.wait_for(second.recv_multipart(), 10)
+                assert frames[0] == routing_id and p.Header.decode(frames[1]).kind == p.HELLO
+                await _hello_reply(second, routing_id, pings=False)
+                await asyncio.wait_for(peer.registered.wait(), 10)
+            finally:
+                second.close(0)
         finally:
             await _stop(peer, task)
 

@@ -228,7 +228,9 @@ async def serve(state_dir: Path, network: NetworkEndpoint, stop: asyncio.Event) 
     for sock in ("router", "events"):
         with contextlib.suppress(OSError):
             os.chmod(runtime / sock, 0o600)
-    peer = Peer(ctx, "inproc://hub", HUB, actor_token, incarnation=incarnation)
+    peer = Peer(
+        ctx, "inproc://hub", HUB, actor_token, incarnation=incarnation, link=broker.local(HUB)
+    )
     HubActor(peer, broker, stop)
     events = broker.events_endpoints[-1]  # the network one
     write_node_info(state_dir, NodeInfo(HUB, incarnation, os.getpid(), router_ep, events_ep))

@@ -210,6 +210,7 @@ class Daemon:
             self.actor_token,
             incarnation=self.incarnation,
             meta={"pid": os.getpid()},
+            link=self.broker.local("node"),  # the broker is in this process: no socket between
         )
         self.launcher = launcher = Launcher(self.runtime, Zygote() if wanted() else None)
         if launcher.zygote is None:

@@ -1,9 +1,19 @@
-"""The actor runtime: one broker peer with a mailbox loop, request/reply and heartbeats.
+"""The actor runtime: one broker peer with a mailbox loop, request/reply and liveness.
 
-An actor registers an address with ``hello``, serves requests through named handlers (each in its
-own task, so a handler may await other actors), calls other actors with deadlines, and publishes
-events. When the broker goes away (a node restart) the peer notices missing pongs, reconnects with
-a fresh socket and says hello again; ``on_registered`` callbacks then re-announce the actor.
+An actor registers an address with ``hello``, serves requests through named handlers (each
+started at once, and given a task of its own only when it has to wait, so a handler may await
+other actors), calls other actors with deadlines, and publishes events. The socket is read
+straight from the loop (``roost.broker.loopsock``): no Future per message.
+
+Liveness is libzmq's: the broker's ROUTER sends ZMTP heartbeats, so a broker that dies or stalls
+drops the connection here within its heartbeat TTL, and the socket monitor says so. Then the
+peer marks itself unregistered, libzmq reconnects the same socket (its routing id is its own, so
+the broker knows it again and a late reply still finds its way), and on the new handshake the
+peer says hello again; ``on_registered`` callbacks re-announce the actor. Python-level pings
+(every second) are sent only while a hello waits for its answer, and to a broker that asks for
+them (one that predates the ZMTP heartbeats, or a hub that re-checks a link's key at each
+message): a peer that hears no pong for 3 beats, or hears ``registered: false`` or a new broker
+incarnation, reconnects with a fresh socket and says hello again.
 """
 
 from __future__ import annotations
@@ -14,14 +24,18 @@ import itertools
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 import structlog
 import zmq
 import zmq.asyncio
+from zmq.utils.monitor import parse_monitor_message
 
+from roost.actors.runtime import eager
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.broker.local import LocalLink, data
+from roost.broker.loopsock import LoopSocket
 from roost.broker.registry import DEAD_AFTER_BEATS, HEARTBEAT_S, Seen
 
 log = structlog.get_logger("roost.peer")
@@ -34,12 +48,8 @@ NotifyHandler = Callable[[p.Header, dict[str, Any]], Awaitable[None]]
 
 MAX_QUEUED_SENDS = 20_000
 RETRY_MAX_S = 30.0  # a refused hello is tried again after 1, 2, 4 ... up to this many seconds
-
-
-def _settle(future: asyncio.Future[Any]) -> None:
-    """Retrieve a finished send's outcome so no failure is left unobserved in a Future."""
-    if not future.cancelled():
-        future.exception()
+WATCHED = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+_monitors = itertools.count(1)
 
 
 def restartable(address: str) -> bool:
@@ -61,6 +71,7 @@ class Peer:
         meta: dict[str, Any] | None = None,
         heartbeat: float = HEARTBEAT_S,
         sockopts: dict[int, Any] | None = None,
+        link: LocalLink | None = None,
     ) -> None:
         self.address = address
         self.incarnation = incarnation
@@ -83,12 +94,15 @@ class Peer:
         self._targets: dict[str, str] = {}  # request id -> the address a pending call went to
         self._packed: set[str] = set()  # request ids whose reply body is wanted as it came
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._sock: zmq.asyncio.Socket | None = None
+        self._link = link  # a broker in this process: no socket at all (roost.broker.local)
+        self._sock: LoopSocket | LocalLink | None = None
+        self._monitor: LoopSocket | None = None
         self._warned = Seen()
         self._last_pong = 0.0
         self._closing = False
-        self._queued = 0  # sends waiting in the socket for the pipe to drain
-        self._shedding = False
+        self._reconnect = asyncio.Event()  # set: this socket is done, open a fresh one
+        self._pinging = asyncio.Event()  # set while pings are due (see the module docstring)
+        self._handshakes = 0  # on this socket; after the first, each one says hello again
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -97,15 +111,17 @@ class Peer:
         loop = asyncio.get_running_loop()
         try:
             while not self._closing:
+                self._reconnect = asyncio.Event()
                 self._open()
                 self._last_pong = loop.time()
-                recv = asyncio.create_task(self._recv_loop())
                 beat = asyncio.create_task(self._beat_loop())
-                _done, _ = await asyncio.wait({recv, beat}, return_when=asyncio.FIRST_COMPLETED)
-                for task in (recv, beat):
+                lost = asyncio.create_task(self._reconnect.wait())
+                await asyncio.wait({beat, lost}, return_when=asyncio.FIRST_COMPLETED)
+                for task in (beat, lost):
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await task
+                self._close_socket()
                 self.registered.clear()
                 if self.refused is not None:  # back off, so a refusal is no loop every second
                     await asyncio.sleep(self.refused["retry_in_s"])
@@ -120,19 +136,40 @@ class Peer:
     @property
     def queued_sends(self) -> int:
         """Messages waiting in the socket for the broker to drain the pipe."""
-        return self._queued
+        return self._sock.queued if self._sock is not None else 0
 
     def _open(self) -> None:
         self._close_socket()
-        sock = self._ctx.socket(zmq.DEALER)
+        self._handshakes = 0
+        self._pinging.set()
+        if self._link is not None:
+            self._sock = self._link.attach(self._on_frames)
+        else:
+            self._sock = self._connect()
+            self._sock.start()
+        self._hello()
+
+    def _connect(self) -> LoopSocket:
+        sock: zmq.Socket[Any] = zmq.Socket(self._ctx, zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, p.HARD_FRAME_LIMIT)
         sock.setsockopt(zmq.RECONNECT_IVL, 100)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+        # our own routing id, kept across the socket's reconnects: the broker knows us again
+        sock.setsockopt(zmq.ROUTING_ID, b"\x01" + os.urandom(15))
         for option, value in self._sockopts.items():
             sock.setsockopt(option, value)
+        watch = f"inproc://roost-peer-monitor-{os.getpid()}-{next(_monitors)}"
+        sock.monitor(watch, WATCHED)
+        monitor: zmq.Socket[Any] = zmq.Socket(self._ctx, zmq.PAIR)
+        monitor.setsockopt(zmq.LINGER, 0)
+        monitor.connect(watch)
         sock.connect(self._endpoint)
-        self._sock = sock
+        self._monitor = LoopSocket(monitor, self._on_event)
+        self._monitor.start()
+        return LoopSocket(sock, self._on_frames, queue=MAX_QUEUED_SENDS, name=self.address)
+
+    def _hello(self) -> None:
         self._send(
             p.Header(kind=p.HELLO, rid="hello"),
             {
@@ -144,79 +181,126 @@ class Peer:
         )
 
     def _close_socket(self) -> None:
+        if isinstance(self._sock, LoopSocket):
+            with contextlib.suppress(zmq.ZMQError):
+                self._sock.sock.disable_monitor()
         if self._sock is not None:
-            self._sock.close(0)
+            self._sock.close()
             self._sock = None
+        if self._monitor is not None:
+            self._monitor.close()
+            self._monitor = None
 
     async def _beat_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            if not self._pinging.is_set():  # registered, and libzmq keeps the link
+                await self._pinging.wait()
+                self._last_pong = loop.time()  # the silence counts from when pings are due
+                continue
             await asyncio.sleep(self._beat)
+            if not self._pinging.is_set():
+                continue
             if loop.time() - self._last_pong > self._beat * DEAD_AFTER_BEATS:
                 log.info("broker-silent", address=self.address)
                 return
             self._send(p.Header(kind=p.PING), {})
 
-    async def _recv_loop(self) -> None:
-        assert self._sock is not None
-        while True:
-            frames = await self._sock.recv_multipart()
-            if len(frames) != 2:
-                continue
-            try:
-                header = p.Header.decode(frames[0])
-            except RoostError as err:
-                log.warning("undecodable-header", address=self.address, code=err.code)
-                continue
-            if header.kind == p.RESPONSE and header.rid in self._packed:
-                # Relayed as it is (call_packed): the caller's own client decodes it.
-                future = self._pending.pop(header.rid, None)
-                if future is not None and not future.done():
-                    future.set_result((header, p.Packed(frames[1])))
-                continue
-            try:
-                body = p.unpack(frames[1], limit=p.HARD_FRAME_LIMIT)
-            except RoostError as err:
-                if self._warned.first(header.sender):  # once per peer, not once per message
-                    log.warning(
-                        "undecodable-body",
-                        address=self.address,
-                        sender=header.sender,
-                        code=err.code,
-                    )
-                if header.kind == p.REQUEST:
-                    self._send(p.reply_header(header, error=True), err.to_body())
-                continue
-            if self._on_message(header, body):
-                return
+    def _on_event(self, frames: list[zmq.Frame]) -> None:
+        """The socket monitor: the connection dropped (ZMTP heartbeats, or the broker's end
+        closed), or a new connection completed its handshake."""
+        event = parse_monitor_message([f.bytes for f in frames])["event"]
+        if event == zmq.EVENT_DISCONNECTED:
+            if self.registered.is_set():
+                log.info("broker-disconnected", address=self.address)
+            self.registered.clear()
+            self._pinging.set()
+        elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self._handshakes += 1
+            if self._handshakes > 1:  # a reconnect: the broker may be a new one, or forgot us
+                self._hello()
+
+    def _on_frames(self, frames: list[Any]) -> None:
+        if len(frames) != 2 or self._reconnect.is_set():
+            return
+        try:
+            header = p.Header.decode(data(frames[0]))
+        except RoostError as err:
+            log.warning("undecodable-header", address=self.address, code=err.code)
+            return
+        if header.kind == p.RESPONSE and header.rid in self._packed:
+            # Relayed as it is (call_packed): the caller's own client decodes it.
+            future = self._pending.pop(header.rid, None)
+            if future is not None and not future.done():
+                future.set_result((header, p.Packed(data(frames[1]))))
+            return
+        try:
+            raw = frames[1]
+            body = p.unpack(raw if isinstance(raw, bytes) else raw.buffer, limit=p.HARD_FRAME_LIMIT)
+        except RoostError as err:
+            if self._warned.first(header.sender):  # once per peer, not once per message
+                log.warning(
+                    "undecodable-body",
+                    address=self.address,
+                    sender=header.sender,
+                    code=err.code,
+                )
+            if header.kind == p.REQUEST:
+                self._send(p.reply_header(header, error=True), err.to_body())
+            return
+        if self._on_message(header, body):
+            self._reconnect.set()
 
     def _on_message(self, header: p.Header, body: dict[str, Any]) -> bool:
         """Handle one message; True asks for a reconnect."""
-        loop = asyncio.get_running_loop()
-        if header.kind == p.PONG:
-            self._last_pong = loop.time()
+        kind = header.kind
+        if kind == p.REQUEST:
+            eager.start(self._serve(header, body), self._tasks)
+        elif kind in (p.RESPONSE, p.ERROR):
+            if header.rid == "hello":
+                return self._on_hello(kind, body)
+            future = self._pending.pop(header.rid, None)
+            if future is None or future.done():
+                return False
+            future.set_result((header, body))
+            if kind == p.ERROR and body.get("code") == "not-initialized":
+                self._forgotten()
+        elif kind == p.PONG:
+            if not body.get("registered") and not self.registered.is_set():
+                return False  # our hello is on its way; that is no answer (silence counts on)
+            self._last_pong = asyncio.get_running_loop().time()
             changed = body.get("incarnation") != self.broker_incarnation
             return not body.get("registered") or (changed and self.registered.is_set())
-        if header.kind in (p.RESPONSE, p.ERROR) and header.rid == "hello":
-            self._last_pong = loop.time()
-            if header.kind == p.ERROR:
-                self._refused(body)
-                return True
-            self.broker_incarnation = str(body.get("incarnation", ""))
-            self.refused = None
-            self.registered.set()
-            for callback in self.on_registered:
-                self._spawn(callback())
-            return False
-        if header.kind in (p.RESPONSE, p.ERROR):
-            future = self._pending.pop(header.rid, None)
-            if future is not None and not future.done():
-                future.set_result((header, body))
-        elif header.kind == p.REQUEST:
-            self._spawn(self._serve(header, body))
-        elif header.kind == p.NOTIFY and self.on_notify is not None:
-            self._spawn(self.on_notify(header, body))
+        elif kind == p.NOTIFY and self.on_notify is not None:
+            eager.start(self._notified(self.on_notify, header, body), self._tasks)
         return False
+
+    def _forgotten(self) -> None:
+        """The broker answered one of our calls as from a connection it does not know: say
+        hello again on this socket (a pinging peer learns it from ``registered: false``)."""
+        if self.registered.is_set():
+            log.info("broker-forgot", address=self.address)
+            self.registered.clear()
+            self._pinging.set()
+            self._hello()
+
+    def _on_hello(self, kind: str, body: dict[str, Any]) -> bool:
+        self._last_pong = asyncio.get_running_loop().time()
+        if kind == p.ERROR:
+            self._refused(body)
+            return True
+        self.broker_incarnation = str(body.get("incarnation", ""))
+        self.refused = None
+        if body.get("pings") is False:  # the broker keeps the link with ZMTP heartbeats
+            self._pinging.clear()
+        self.registered.set()
+        for callback in self.on_registered:
+            self._spawn(callback())
+        return False
+
+    @staticmethod
+    async def _notified(handler: NotifyHandler, header: p.Header, body: dict[str, Any]) -> None:
+        await handler(header, body)
 
     def _refused(self, body: dict[str, Any]) -> None:
         """Remember and log the broker's refusal of our hello; the next try waits longer."""
@@ -255,50 +339,31 @@ class Peer:
                 )
             reply = await handler(header, body)
             if isinstance(reply, p.Packed):
-                self._send_packed(p.reply_header(header), reply)
+                self._send_packed(self._reply_header(header), reply)
             else:
-                self._send(p.reply_header(header), reply)
+                self._send(self._reply_header(header), reply)
         except RoostError as err:
-            self._send(p.reply_header(header, error=True), err.to_body())
+            self._send(self._reply_header(header, error=True), err.to_body())
         except Exception:
             log.exception("handler-failed", address=self.address, method=header.method)
             failure = RoostError("internal", f"{header.method} failed inside {self.address}")
-            self._send(p.reply_header(header, error=True), failure.to_body())
+            self._send(self._reply_header(header, error=True), failure.to_body())
+
+    def _reply_header(self, request: p.Header, *, error: bool = False) -> p.Header:
+        reply = p.reply_header(request, error=error)
+        reply.sender = self.address  # what the broker stamps: so it can pass the frame on as is
+        return reply
 
     def _send(self, header: p.Header, body: dict[str, Any]) -> None:
         self._send_packed(header, p.pack(body))
 
     def _send_packed(self, header: p.Header, payload: bytes) -> None:
-        # Through the asyncio socket itself, never a synchronous shadow (that changes the socket's
-        # edge-triggered state behind asyncio's back and stalls its receives). A blocking-mode
-        # send goes out at once when it can; at the high-water mark pyzmq queues it, in order,
-        # until the broker drains the pipe. So a reply is delayed under load, never dropped. The
-        # queue is bounded: past MAX_QUEUED_SENDS the broker has stopped reading, and the peer
-        # sheds and says so once (its heartbeats will notice the silence and reconnect).
-        sock = self._sock
-        if sock is None:
-            return
-        if self._queued >= MAX_QUEUED_SENDS:
-            if not self._shedding:
-                self._shedding = True
-                log.warning("send-queue-full", address=self.address, queued=self._queued)
-            return
-        try:
-            sent = sock.send_multipart([header.encode(), payload])
-        except zmq.ZMQError:
-            return
-        future = cast("asyncio.Future[Any]", sent)  # zmq.asyncio hands back an asyncio Future
-        if future.done():
-            _settle(future)
-            return
-        self._queued += 1
-        future.add_done_callback(self._sent)
-
-    def _sent(self, future: asyncio.Future[Any]) -> None:
-        self._queued -= 1
-        if self._queued < MAX_QUEUED_SENDS // 2:
-            self._shedding = False
-        _settle(future)
+        # Never blocks: a message that meets the high-water mark waits in the socket's queue, in
+        # order, until the broker drains the pipe. So a reply is delayed under load, never
+        # dropped. The queue is bounded: past MAX_QUEUED_SENDS the broker has stopped reading,
+        # and the peer sheds and says so once (its liveness checks will see to the rest).
+        if self._sock is not None:
+            self._sock.send([header.encode(), payload])
 
     # -- calling -------------------------------------------------------------------------------
 
@@ -354,7 +419,13 @@ class Peer:
         if packed:
             self._packed.add(rid)
         header = p.Header(
-            kind=p.REQUEST, rid=rid, method=method, target=target, session=session, op=op
+            kind=p.REQUEST,
+            rid=rid,
+            method=method,
+            target=target,
+            sender=self.address,
+            session=session,
+            op=op,
         )
         self._send(header, body or {})
         try:
@@ -389,7 +460,7 @@ class Peer:
                 future.set_result((p.Header(kind=p.ERROR, rid=rid), gone.to_body()))
 
     def notify(self, target: str, body: dict[str, Any]) -> None:
-        self._send(p.Header(kind=p.NOTIFY, target=target), body)
+        self._send(p.Header(kind=p.NOTIFY, target=target, sender=self.address), body)
 
     def publish(self, topic: str, body: dict[str, Any]) -> None:
         self._send(p.Header(kind=p.PUBLISH, extra={"topic": topic}), body)
