@@ -2,11 +2,16 @@
 
 Output goes to a callback as it arrives; the exit (with its status) to another, exactly once.
 Termination is SIGTERM to the agent's process group, then SIGKILL after the grace period.
+The exit is seen when the PTY closes, and, for an agent whose descendants keep the PTY open
+after it exits, when the agent's process ends: on Linux a pidfd becomes readable then (no
+wake-up while the agent runs); elsewhere a poll every ``WATCH_S`` is the backstop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -18,6 +23,7 @@ from roost.actors.supervisor.pty_backend import ExitStatus, PtyBackend, spawn_pt
 log = structlog.get_logger("roost.pty")
 
 READ_CHUNK = 65536
+WATCH_S = 1.0  # where there is no pidfd (not Linux, or a kernel before 5.3)
 
 
 class PtyAgent:
@@ -96,10 +102,29 @@ class PtyAgent:
 
     async def _watch(self) -> None:
         """A backstop for agents whose descendants keep the PTY open after they exit."""
-        while self.pty is not None and not self.exited.is_set():
-            await asyncio.sleep(1.0)
+        assert self.pty is not None
+        pidfd = _pidfd(self.pty.pid)
+        if pidfd is not None:
+            try:
+                await self._ended(pidfd)
+            finally:
+                os.close(pidfd)
+            await self._reap()
+            return
+        while not self.exited.is_set():
+            await asyncio.sleep(WATCH_S)
             if self.pty.poll() is not None:
                 await self._reap()
+
+    async def _ended(self, pidfd: int) -> None:
+        """Until the process ``pidfd`` refers to has ended (its pidfd turns readable)."""
+        loop = asyncio.get_running_loop()
+        ended = loop.create_future()
+        loop.add_reader(pidfd, _settle, ended)
+        try:
+            await ended
+        finally:
+            loop.remove_reader(pidfd)
 
     async def terminate(self, grace: float) -> None:
         if self.pty is None or self.exited.is_set():
@@ -118,3 +143,18 @@ class PtyAgent:
             if self.pty.poll() is not None:
                 await self._reap()
             await asyncio.sleep(0.02)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd for ``pid``, or None where the system has none (then the poll is the backstop)."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    with contextlib.suppress(OSError):
+        return int(opener(pid))
+    return None
