@@ -248,6 +248,16 @@ def sigkill(pid: int) -> None:
     wait_for(lambda: not alive(pid), 10, f"pid {pid} to die")
 
 
+def log_has(path: Path, event: str) -> bool:
+    """Whether the JSON-lines log ``path`` has a line with this ``event`` (yet)."""
+    with contextlib.suppress(OSError):
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                if json.loads(line).get("event") == event:
+                    return True
+    return False
+
+
 @contextlib.contextmanager
 def stopped(pid: int) -> Iterator[None]:
     """The process stopped (SIGSTOP) for the block, continued however the block ends."""

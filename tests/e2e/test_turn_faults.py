@@ -25,7 +25,7 @@ from typing import Any
 
 from roost.actors.supervisor.outbox import pending
 from roost.broker.client import Client
-from tests.e2e.conftest import Node, sigkill, stopped, wait_for
+from tests.e2e.conftest import Node, log_has, sigkill, stopped, wait_for
 
 ANSWER = "echo: /tool echo kept"
 
@@ -176,15 +176,6 @@ def _accepting(client: Client, record_id: str) -> bool:
     return shown.get("accepting") is True and shown.get("turn") is None
 
 
-def _log_has(path: Path, event: str) -> bool:
-    with contextlib.suppress(OSError):
-        for line in path.read_text().splitlines():
-            with contextlib.suppress(ValueError):
-                if json.loads(line).get("event") == event:
-                    return True
-    return False
-
-
 def _running_turns(db: Path) -> list[str]:
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
         return [row[0] for row in conn.execute("SELECT id FROM turns WHERE state='running'")]
@@ -215,7 +206,7 @@ def test_a_turn_begin_that_timed_out_but_was_committed_still_ends(node: Node) ->
             raise
     try:
         wait_for(
-            lambda: _log_has(directory / "supervisor.log", "turn-begin-unanswered"),
+            lambda: log_has(directory / "supervisor.log", "turn-begin-unanswered"),
             40,
             "the supervisor's deadline on state.turn.begin to pass",
         )
