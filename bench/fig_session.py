@@ -31,6 +31,7 @@ from harness import (
     idle_cpu,
     memory,
     running_node,
+    settled,
     spawn_many,
     tmux_server,
 )
@@ -91,7 +92,9 @@ def step(steps: Steps, level: int, mode: Mode, hop: Hop | None) -> dict[str, flo
     time.sleep(SETTLE_S)
     node, server = steps.node, steps.tmux.server()
     sups = [psutil.Process(pid) for pid in node.supervisors()]
-    roost_idle, tmux_idle = idle_cpu([node.node_processes() + sups, [server]], mode.idle_s)
+    procs = node.node_processes() + sups  # asked before the window (see dormant())
+    settled(procs, below=2.0)
+    roost_idle, tmux_idle = idle_cpu([procs, [server]], mode.idle_s)
     got = {"idle": roost_idle, "tmux_idle": tmux_idle, **memory([s.pid for s in sups])}
     if hop is not None:
         got.update(fig_growth.paths(node, hop, steps.records[0], mode))
@@ -194,7 +197,12 @@ def dormant(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
             try:
                 node.up()
                 time.sleep(SETTLE_S)
-                held, none = idle_cpu([node.node_processes(), base], mode.idle_s)
+                # Asked once, before the window: `node status` itself costs the node and the state
+                # store work that grows with the records (hundreds of ms at 10k), which must not
+                # land in the window; nor the start-up's loading of the records.
+                procs = node.node_processes()
+                settled(procs)
+                held, none = idle_cpu([procs, base], mode.idle_s)
             finally:
                 node.stop()
             by_count[count] = {"dormant_idle": held}

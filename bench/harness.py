@@ -192,6 +192,18 @@ def idle_cpu(groups: Sequence[Sequence[psutil.Process]], seconds: float) -> list
     return [100 * (used(g) - b) / took for g, b in zip(groups, before, strict=True)]
 
 
+def settled(group: Sequence[psutil.Process], *, below: float = 1.0, limit: float = 30.0) -> float:
+    """Wait until ``group`` used under ``below`` % of a core over half a second (its start-up
+    work is done: a node loading its records, supervisors drawing their first screens), or
+    ``limit`` seconds passed; return the seconds waited."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit:
+        (used,) = idle_cpu([group], 0.5)
+        if used < below:
+            break
+    return time.perf_counter() - start
+
+
 def memory(pids: Sequence[int]) -> dict[str, float]:
     """Median RSS, USS and PSS in MiB over ``pids`` (psutil memory_full_info)."""
     infos = []
