@@ -5,8 +5,9 @@ broker). Over ``inproc://`` every message between them would still cost a send, 
 a pass of the event loop each way: most of a request the node answers from memory. A
 ``LocalLink`` stands in for the actor's DEALER and its connection to the ROUTER: the broker gets
 ``[routing_id, header, body]`` as from its ROUTER, the actor ``[header, body]`` as from its
-DEALER, handed over at once, in order. It carries exactly the frames a socket would: the broker
-still routes on the header frame only, the actor's peer still decodes both.
+DEALER, handed over at once, in order. It carries exactly the frames a socket would (the broker
+still routes on the header frame, the actor's peer still decodes the body), and beside them the
+header as the sender built it, so neither side decodes a header the other has just encoded.
 
 A message is handed over synchronously, so a handler that answers at once sends its reply from
 inside the broker's handling of the request; the broker keeps no state of a message across a
@@ -21,11 +22,14 @@ from typing import Any
 
 import structlog
 
+from roost.broker.protocol import Header
+
 log = structlog.get_logger("roost.local")
 
 LOCAL = 255  # the broker's "socket index" of its local links (routers are 0, 1)
 
-Receiver = Callable[[list[Any]], None]
+# frames, and the header they carry as its sender built it (None: decode the frame)
+Receiver = Callable[[list[Any], Header | None], None]
 
 
 class LocalLink:
@@ -51,25 +55,26 @@ class LocalLink:
     def close(self) -> None:
         self._to_actor = None
 
-    def send(self, frames: Sequence[Any]) -> bool | None:
-        """Actor -> broker: always taken."""
-        _hand(self._to_broker, [self.routing_id, *frames], self.name)
+    def send(self, frames: Sequence[Any], header: Header | None = None) -> bool | None:
+        """Actor -> broker: always taken. ``header`` is the one ``frames[0]`` encodes, if known."""
+        _hand(self._to_broker, [self.routing_id, *frames], header, self.name)
         return True
 
     # -- the broker's side ---------------------------------------------------------------------
 
-    def deliver(self, frames: Sequence[Any]) -> bool | None:
-        """Broker -> actor, without the routing id; False when no actor is attached (gone)."""
+    def deliver(self, frames: Sequence[Any], header: Header | None = None) -> bool | None:
+        """Broker -> actor, without the routing id; False when no actor is attached (gone).
+        The actor may keep ``header``: the broker no longer uses it."""
         receiver = self._to_actor
         if receiver is None:
             return False
-        _hand(receiver, list(frames), self.name)
+        _hand(receiver, list(frames), header, self.name)
         return True
 
 
-def _hand(receiver: Receiver, frames: list[Any], name: str) -> None:
+def _hand(receiver: Receiver, frames: list[Any], header: Header | None, name: str) -> None:
     try:
-        receiver(frames)
+        receiver(frames, header)
     except Exception:  # the edge of the message loop, as in LoopSocket: one message never stops it
         log.exception("message-handler-failed", address=name)
 

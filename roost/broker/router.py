@@ -179,16 +179,17 @@ class Broker:
 
     # -- inbound -------------------------------------------------------------------------------
 
-    def _on_local(self, frames: list[Any]) -> None:
-        """A message from a local link. It may come while the broker is still handling another
+    def _on_local(self, frames: list[Any], header: p.Header | None) -> None:
+        """A message from a local link, with its header as the actor built it (in this process:
+        no need to decode it again). It may come while the broker is still handling another
         (the reply of a handler that answered at once): what that one was, is kept."""
         kept = self._key_now, self._frame_now
         try:
-            self._on_frames(LOCAL, frames)
+            self._on_frames(LOCAL, frames, header)
         finally:
             self._key_now, self._frame_now = kept
 
-    def _on_frames(self, via: int, frames: list[Any]) -> None:
+    def _on_frames(self, via: int, frames: list[Any], built: p.Header | None = None) -> None:
         routing_id = _INDEX[via] + data(frames[0])
         self._key_now = None
         if via == 1 and self.network is not None and self.network.curve_secret:
@@ -198,7 +199,7 @@ class Broker:
             if len(frames) != 3:
                 raise RoostError("bad-request", "a message is exactly two frames: header, body")
             self._frame_now = frames[1]
-            header = p.Header.decode(data(frames[1]))
+            header = built if built is not None else p.Header.decode(data(frames[1]))
         except RoostError as err:
             self._refuse(routing_id, None, err)
             return
@@ -289,7 +290,7 @@ class Broker:
             raise RoostError(
                 "unreachable", f"no peer is registered as {target!r}", {"target": target}
             )
-        sent = self._send(entry.routing_id, self._wire(header, as_is), body, raw=True)
+        sent = self._send(entry.routing_id, self._wire(header, as_is), body, raw=True, built=header)
         if sent and entry.meta.get("link") and header.kind == p.REQUEST:
             self.links.sent(target, header)
         if sent is None:
@@ -304,7 +305,7 @@ class Broker:
     def _route_reply(self, header: p.Header, body: Body, as_is: bool = False) -> None:
         entry = self.registry.lookup(header.target)
         wire = self._wire(header, as_is)
-        if entry is None or not self._send(entry.routing_id, wire, body, raw=True):
+        if entry is None or not self._send(entry.routing_id, wire, body, raw=True, built=header):
             log.info("reply-dropped", target=header.target, reason="requester gone")
 
     def _wire(self, header: p.Header, as_is: bool) -> bytes | zmq.Frame:
@@ -437,14 +438,20 @@ class Broker:
         body: Any,
         *,
         raw: bool = False,
+        built: p.Header | None = None,
     ) -> bool | None:
-        """True when sent; False when the peer has gone (EHOSTUNREACH); None when it is full."""
+        """True when sent; False when the peer has gone (EHOSTUNREACH); None when it is full.
+        ``built`` is the header the frame encodes, handed on to an actor on a local link."""
         payload = body if raw else p.pack(body)
-        wire = header.encode() if isinstance(header, p.Header) else header
+        wire: bytes | zmq.Frame
+        if isinstance(header, p.Header):
+            built, wire = header, header.encode()
+        else:
+            wire = header
         via = routing_id[0]
         if via == LOCAL:
             link = self._locals.get(routing_id[1:])
-            return link.deliver([wire, payload]) if link is not None else False
+            return link.deliver([wire, payload], built) if link is not None else False
         if via >= len(self._routers):
             return False
         return self._routers[via].send([routing_id[1:], wire, payload])

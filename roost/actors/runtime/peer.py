@@ -220,11 +220,12 @@ class Peer:
             if self._handshakes > 1:  # a reconnect: the broker may be a new one, or forgot us
                 self._hello()
 
-    def _on_frames(self, frames: list[Any]) -> None:
+    def _on_frames(self, frames: list[Any], built: p.Header | None = None) -> None:
+        """A message; ``built``: its header as a broker in this process made it (a local link)."""
         if len(frames) != 2 or self._reconnect.is_set():
             return
         try:
-            header = p.Header.decode(data(frames[0]))
+            header = built if built is not None else p.Header.decode(data(frames[0]))
         except RoostError as err:
             log.warning("undecodable-header", address=self.address, code=err.code)
             return
@@ -362,8 +363,11 @@ class Peer:
         # order, until the broker drains the pipe. So a reply is delayed under load, never
         # dropped. The queue is bounded: past MAX_QUEUED_SENDS the broker has stopped reading,
         # and the peer sheds and says so once (its liveness checks will see to the rest).
-        if self._sock is not None:
-            self._sock.send([header.encode(), payload])
+        sock = self._sock
+        if isinstance(sock, LocalLink):
+            sock.send([header.encode(), payload], header)
+        elif sock is not None:
+            sock.send([header.encode(), payload])
 
     # -- calling -------------------------------------------------------------------------------
 
