@@ -213,3 +213,19 @@ def test_active_records_come_in_the_order_they_were_created() -> None:
         return [x.id for x in known.active()]
 
     assert run(scenario()) == ["ra", "rb"]
+
+
+def test_a_new_state_store_incarnation_reads_the_records_again() -> None:
+    store = FakeStore(rec("r1", "one"))
+
+    async def scenario() -> None:
+        known = KnownRecords(store.call)
+        known.store_up("a")  # heard before anything was read: nothing to read again
+        await known.get("r1")
+        known.store_up("a")  # the same store saying hello again (a reconnect)
+        await known.get("r1")
+        known.store_up("b")  # a restarted store
+        await known.get("r1")
+
+    run(scenario())
+    assert store.calls == ["state.record.list", "state.record.list"]

@@ -36,7 +36,6 @@ from roost.suggest import close_matches, did_you_mean
 
 log = structlog.get_logger("roost.node")
 
-SWEEP_S = 1.0
 REATTACH_WAIT_S = 6.0  # a supervisor re-registers within ~2 heartbeats of a node restart
 FORWARDED = ("session.prompt", "session.input", "session.key", "session.resize", "session.turn")
 MUTATING = (
@@ -66,7 +65,6 @@ class NodeActor:
         self._status, self._shutdown, self._registered = status, shutdown, registered
         self.started = time.time()
         self.sweep = Sweep(sessions, registered)
-        self._state_incarnation: str | None = None
         peer.on_notify = self._on_notify
         reports = Reports(sessions)
         handlers: dict[str, Handler] = {
@@ -119,28 +117,14 @@ class NodeActor:
 
         return handler
 
-    async def sweep_loop(self) -> None:
-        """Sweeps after the first one (``Daemon`` runs that before it announces ready)."""
-        try:
-            while True:
-                await asyncio.sleep(SWEEP_S)
-                try:
-                    await self.sweep.sweep()
-                except RoostError as err:
-                    log.info("sweep-deferred", code=err.code)
-        finally:
-            self.sweep.close()
-
     async def _on_notify(self, h: p.Header, body: dict[str, Any]) -> None:
-        """The broker's ``peer.up``: a new state-store incarnation may hold records otherwise
-        than the node remembers them (it opened the file afresh), so the node reads them again."""
-        if h.sender != "broker" or body.get("event") != "peer.up" or body.get("address") != "state":
-            return
-        incarnation = str(body.get("incarnation"))
-        if incarnation != self._state_incarnation and self.sessions.records.loaded:
-            log.info("records-reloaded", incarnation=incarnation)
-            self.sessions.records.reset()
-        self._state_incarnation = incarnation
+        """The broker's ``peer.up`` of the state store: the records' copy follows it."""
+        if (
+            h.sender == "broker"
+            and body.get("event") == "peer.up"
+            and body.get("address") == "state"
+        ):
+            self.sessions.records.store_up(str(body.get("incarnation")))
 
     # -- node ----------------------------------------------------------------------------------
 

@@ -246,7 +246,7 @@ class Daemon:
             self.failed = True
             stop.set()
         else:
-            tasks.append(asyncio.create_task(node.sweep_loop()))
+            tasks.append(asyncio.create_task(node.sweep.run()))
             tasks.append(asyncio.create_task(self._notifier(peer).run()))
             announce({"ready": {**self.status(), "restore": restoring.to_wire()}})
             log.info("node-serving", node_id=self.node_id, incarnation=self.incarnation)

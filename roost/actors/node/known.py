@@ -19,9 +19,13 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import structlog
+
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
 from roost.broker.errors import RoostError
+
+log = structlog.get_logger("roost.known")
 
 Call = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]  # a state.* request
 Listener = Callable[[Record], None]  # told of every record kept (the death watch follows them)
@@ -47,6 +51,7 @@ class KnownRecords:
         self._writes: Counter[str] = Counter()  # writes in flight, by record
         self._version: Counter[str] = Counter()  # bumped as each write starts and ends
         self._epoch = 0  # bumped by reset: reads begun before it are not kept
+        self._store: str | None = None  # the state store's incarnation last heard of
         self._loaded = False
         self._loading: asyncio.Lock = asyncio.Lock()
 
@@ -141,6 +146,14 @@ class KnownRecords:
     def drop(self, record_id: str) -> None:
         """The record was deleted."""
         self._forget(record_id)
+
+    def store_up(self, incarnation: str) -> None:
+        """The state store (re)registered: a new incarnation opened the file afresh and may
+        hold the records otherwise than remembered here, so they are read again."""
+        if incarnation != self._store and self._loaded:
+            log.info("records-reloaded", incarnation=incarnation)
+            self.reset()
+        self._store = incarnation
 
     def reset(self) -> None:
         """Forget everything (a new state-store incarnation): the next read loads again."""

@@ -28,6 +28,7 @@ from roost.broker.errors import RoostError
 
 log = structlog.get_logger("roost.sweep")
 
+SWEEP_S = 1.0
 ORPHAN_SWEEPS = 5  # every 5th sweep (and the first) looks for turns no supervisor owns
 
 
@@ -40,6 +41,18 @@ class Sweep:
         self._serving = False  # until the first sweep: it settles every record itself
         self._sweeps = 0
         self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def run(self) -> None:
+        """Sweeps after the first one (``Daemon`` runs that before it announces ready)."""
+        try:
+            while True:
+                await asyncio.sleep(SWEEP_S)
+                try:
+                    await self.sweep()
+                except RoostError as err:
+                    log.info("sweep-deferred", code=err.code)
+        finally:
+            self.close()
 
     async def sweep(self, *, first: bool = False) -> list[Record]:
         """Make the records whose supervisor is gone dormant; returns them as they were."""
