@@ -17,15 +17,7 @@ from roost.actors.runtime.peer import Peer
 from roost.actors.state import db
 from roost.actors.state.store import StateStore
 from roost.broker import protocol as p
-
-
-class FakePeer:
-    def __init__(self) -> None:
-        self.handlers: dict[str, Any] = {}
-        self.published: list[tuple[str, dict[str, Any]]] = []
-
-    def publish(self, topic: str, body: dict[str, Any]) -> None:
-        self.published.append((topic, body))
+from tests.unit.test_retention import FakePeer
 
 
 @pytest.fixture

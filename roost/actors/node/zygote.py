@@ -28,7 +28,7 @@ from typing import Any
 
 import structlog
 
-from roost.actors.runtime.children import RestartPolicy, decide
+from roost.actors.runtime.children import RestartPolicy, decide, wait_or_kill
 
 log = structlog.get_logger("roost.zygote")
 
@@ -178,9 +178,4 @@ async def stop_process(proc: asyncio.subprocess.Process, grace: float) -> None:
         proc.stdin.close()
         with contextlib.suppress(OSError):
             await proc.stdin.wait_closed()
-    try:
-        await asyncio.wait_for(proc.wait(), grace)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
+    await wait_or_kill(proc, grace)

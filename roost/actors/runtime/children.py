@@ -21,6 +21,16 @@ import structlog
 log = structlog.get_logger("roost.children")
 
 
+async def wait_or_kill(proc: asyncio.subprocess.Process, grace: float) -> None:
+    """Wait up to ``grace`` seconds for ``proc`` to exit, then SIGKILL it and reap it."""
+    try:
+        await asyncio.wait_for(proc.wait(), grace)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+
 @dataclass(frozen=True)
 class RestartPolicy:
     max_restarts: int = 5
@@ -104,12 +114,7 @@ class Child:
             return
         with contextlib.suppress(ProcessLookupError):
             proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), grace)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
+        await wait_or_kill(proc, grace)
 
     def status(self) -> dict[str, Any]:
         return {
