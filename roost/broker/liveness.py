@@ -21,6 +21,7 @@ has taken since, still answers and stays. So nothing wakes per actor per second.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -78,3 +79,30 @@ def suspects(registry: Registry, via: int, fd: int) -> list[PeerEntry]:
         for e in registry.actors()
         if e.routing_id[:1] == bytes([via]) and (e.fd is None or e.fd == fd)
     ]
+
+
+class Drops:
+    """The closed connections not yet probed: each (socket, descriptor) once libzmq has settled,
+    its suspects asked with ``there(entry)``, and those no longer there handed to ``gone``."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        there: Callable[[PeerEntry], bool],
+        gone: Callable[[PeerEntry], None],
+    ) -> None:
+        self._registry, self._there, self._gone = registry, there, gone
+        self._closed: set[tuple[int, int]] = set()
+
+    def closed(self, via: int, fd: int) -> None:
+        """A connection of router ``via`` closed (its monitor said so)."""
+        if not self._closed:
+            asyncio.get_running_loop().call_later(SETTLE_S, self._probe)
+        self._closed.add((via, fd))
+
+    def _probe(self) -> None:
+        closed, self._closed = self._closed, set()
+        for via, fd in closed:
+            for entry in suspects(self._registry, via, fd):
+                if not self._there(entry):
+                    self._gone(entry)

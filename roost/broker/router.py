@@ -79,12 +79,12 @@ class Broker:
         self._routers: list[LoopSocket] = []
         self._monitors: list[LoopSocket] = []
         self._pubs: list[zmq.Socket[Any]] = []
+        self._drops = liveness.Drops(self.registry, self._still_there, self._expire)
         self._add_sockets({})
         self.events_endpoints = list(config.pub_endpoints)
         self.network: NetworkEndpoint | None = None
         self._key_now: str | None = None  # the CURVE public key of the message being handled
         self._frame_now: zmq.Frame | None = None  # the header frame of the message being handled
-        self._dropped: set[tuple[int, int]] = set()  # (socket, descriptor) closed, to be probed
         self._locals: dict[bytes, LocalLink] = {}  # actors in this process (roost.broker.local)
         self._warned = Seen()
         self.gate = Gate(config.token, config.actor_token, config.observer_token, config.policy)
@@ -116,7 +116,7 @@ class Broker:
         for option, value in liveness.heartbeats(network=via > 0).items():
             router.setsockopt(option, value)
         name = f"inproc://roost-broker-monitor-{id(self):x}-{via}"
-        dropped = functools.partial(self._on_dropped, via)
+        dropped = functools.partial(self._drops.closed, via)
         self._monitors.append(liveness.watch(self._ctx, router, name, dropped))
         self._routers.append(LoopSocket(router, functools.partial(self._on_frames, via)))
         self._pubs.append(pub)
@@ -477,19 +477,6 @@ class Broker:
             self._send(entry.routing_id, header, body)
 
     # -- liveness (roost.broker.liveness) -------------------------------------------------------
-
-    def _on_dropped(self, via: int, fd: int) -> None:
-        """A connection of router ``via`` closed: probe its actors once libzmq has settled."""
-        if not self._dropped:
-            asyncio.get_running_loop().call_later(liveness.SETTLE_S, self._probe)
-        self._dropped.add((via, fd))
-
-    def _probe(self) -> None:
-        dropped, self._dropped = self._dropped, set()
-        for via, fd in dropped:
-            for entry in liveness.suspects(self.registry, via, fd):
-                if not self._still_there(entry):
-                    self._expire(entry)
 
     def _expire(self, entry: PeerEntry) -> None:
         self.registry.expire(entry.address)

@@ -74,6 +74,7 @@ class Attachment:
     alive: Liveness | None = None  # asks after a silence whether the node is still there
     expected: int = 0  # the transcript offset the next output byte must have
     redraws: int = 0
+    stale: bool = False  # the node (or hub) restarted and the screen is not drawn again yet
     resized: bool = False
     detach: bytes = DETACH  # the key that ends the view (attach.detach_key of the config file)
     detach_name: str = "Ctrl-]"
@@ -358,12 +359,14 @@ def _recheck(view: Attachment, streams: list[EventStream], poller: zmq.Poller) -
         streams[-1].close()
         streams[-1] = _subscribe(view)
         poller.register(streams[-1].socket, zmq.POLLIN)
+    view.stale = view.stale or changed  # kept until a redraw: the first ask may still fail
     try:
         state = view.call("session.show", {"id": view.rid})["record"]["state"]
         if state in ENDED:
             return str(state)
-        if changed:
+        if view.stale:
             view.draw()
+            view.stale = False
     except RoostError as err:
         view.alive.lost(err)  # through a hub: the node's link not back yet (unreachable)
     else:

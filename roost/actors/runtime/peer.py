@@ -29,9 +29,8 @@ from typing import Any
 import structlog
 import zmq
 import zmq.asyncio
-from zmq.utils.monitor import parse_monitor_message
 
-from roost.actors.runtime import eager
+from roost.actors.runtime import dealer, eager
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.broker.local import LocalLink, data
@@ -48,8 +47,6 @@ NotifyHandler = Callable[[p.Header, dict[str, Any]], Awaitable[None]]
 
 MAX_QUEUED_SENDS = 20_000
 RETRY_MAX_S = 30.0  # a refused hello is tried again after 1, 2, 4 ... up to this many seconds
-WATCHED = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
-_monitors = itertools.count(1)
 
 
 def restartable(address: str) -> bool:
@@ -150,21 +147,7 @@ class Peer:
         self._hello()
 
     def _connect(self) -> LoopSocket:
-        sock: zmq.Socket[Any] = zmq.Socket(self._ctx, zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.MAXMSGSIZE, p.HARD_FRAME_LIMIT)
-        sock.setsockopt(zmq.RECONNECT_IVL, 100)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
-        # our own routing id, kept across the socket's reconnects: the broker knows us again
-        sock.setsockopt(zmq.ROUTING_ID, b"\x01" + os.urandom(15))
-        for option, value in self._sockopts.items():
-            sock.setsockopt(option, value)
-        watch = f"inproc://roost-peer-monitor-{os.getpid()}-{next(_monitors)}"
-        sock.monitor(watch, WATCHED)
-        monitor: zmq.Socket[Any] = zmq.Socket(self._ctx, zmq.PAIR)
-        monitor.setsockopt(zmq.LINGER, 0)
-        monitor.connect(watch)
-        sock.connect(self._endpoint)
+        sock, monitor = dealer.connect(self._ctx, self._endpoint, self._sockopts)
         self._monitor = LoopSocket(monitor, self._on_event)
         self._monitor.start()
         return LoopSocket(sock, self._on_frames, queue=MAX_QUEUED_SENDS, name=self.address)
@@ -209,7 +192,7 @@ class Peer:
     def _on_event(self, frames: list[zmq.Frame]) -> None:
         """The socket monitor: the connection dropped (ZMTP heartbeats, or the broker's end
         closed), or a new connection completed its handshake."""
-        event = parse_monitor_message([f.bytes for f in frames])["event"]
+        event = dealer.event(frames)
         if event == zmq.EVENT_DISCONNECTED:
             if self.registered.is_set():
                 log.info("broker-disconnected", address=self.address)
