@@ -440,3 +440,40 @@ def test_node_stop_leaves_live_sessions_unless_asked(node: Node) -> None:
     back = node.record("kept")
     assert back["state"] == "dormant" and back["active"] is None
     assert back["provider_session"] == rec["provider_session"]
+
+
+def test_a_record_read_on_hearing_its_state_event_is_as_new_as_the_event(node: Node) -> None:
+    """The store publishes a write's events as it commits, before the node has the reply; a
+    client that reads the record at once (the dashboard does) must see the state the event
+    names, not the node's copy from before the write."""
+    node.up()
+    rid = node.run("spawn", "echo", "--name", "seen")["record"]["id"]
+    reader = node.client()
+    stream = reader.subscribe("e/")
+    failures: list[str] = []
+    try:
+        wait_for(lambda: node.record("seen")["state"] == "live", what="seen live")
+        for _ in range(6):
+            for method in ("session.stop", "session.resume"):
+                call = _roost(node, "--json", method.split(".")[1], rid)
+                try:
+                    deadline = time.monotonic() + 30
+                    want = "dormant" if method == "session.stop" else "live"
+                    while time.monotonic() < deadline:
+                        got = stream.recv(1.0)
+                        if got is None or got[1].get("kind") != "record.state":
+                            continue
+                        to = got[1]["data"]["to"]
+                        shown = reader.call("session.show", {"id": rid})["record"]["state"]
+                        if shown != to:
+                            failures.append(f"event said {to}, session.show said {shown}")
+                        if to == want:
+                            break
+                    else:
+                        raise AssertionError(f"no record.state to {want} within 30 s")
+                finally:
+                    call.communicate(timeout=30)
+    finally:
+        stream.close()
+        reader.close()
+    assert failures == []

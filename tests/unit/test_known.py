@@ -229,3 +229,67 @@ def test_a_new_state_store_incarnation_reads_the_records_again() -> None:
 
     run(scenario())
     assert store.calls == ["state.record.list", "state.record.list"]
+
+
+def test_a_read_during_a_write_of_the_record_waits_for_its_reply() -> None:
+    """The state store publishes a write's events as it commits, before its reply reaches the
+    node. A client that reads the record on hearing such an event must not get the copy from
+    before the write (the dashboard kept showing `stopping` after `session.exited`)."""
+    store = FakeStore(rec("r1", "one", state=r.STOPPING))
+
+    async def scenario() -> None:
+        known = KnownRecords(store.call)
+        await known.load()
+        committed, answered = asyncio.Event(), asyncio.Event()
+
+        async def write() -> None:
+            async with known.writing("r1"):
+                row = store.write(rec("r1", "one", state=r.DORMANT))
+                committed.set()  # the store has committed and published; its reply is on its way
+                await answered.wait()
+                known.put(row)
+
+        async def create() -> None:
+            async with known.writing("r2"):
+                row = store.write(rec("r2", "two", state=r.STARTING))
+                committed.set()
+                await answered.wait()
+                known.put(row)
+
+        for writer, rid, state in ((write, "r1", r.DORMANT), (create, "r2", r.STARTING)):
+            committed.clear()
+            answered.clear()
+            task = asyncio.create_task(writer())
+            await committed.wait()
+            read = asyncio.create_task(known.get(rid))
+            await asyncio.sleep(0.01)
+            assert not read.done()  # held until the write's reply is in
+            answered.set()
+            assert (await read).state == state
+            await task
+
+    run(scenario())
+
+
+def test_a_read_after_a_failed_write_asks_the_store() -> None:
+    store = FakeStore(rec("r1", "one", state=r.STOPPING))
+
+    async def scenario() -> None:
+        known = KnownRecords(store.call)
+        await known.load()
+        committed = asyncio.Event()
+
+        async def write() -> None:
+            async with known.writing("r1"):
+                store.write(rec("r1", "one", state=r.DORMANT))
+                committed.set()
+                await asyncio.sleep(0.01)
+                raise RoostError("timeout", "the reply was lost")
+
+        task = asyncio.create_task(write())
+        await committed.wait()
+        assert (await known.get("r1")).state == r.DORMANT
+        with pytest.raises(RoostError):
+            await task
+
+    run(scenario())

@@ -8,6 +8,10 @@ next read of it asks the store. A record read from the store is kept only when n
 same record ran meanwhile (that write's reply is newer than the read), and a new state-store
 incarnation drops everything: the next read loads the whole list again.
 
+A read of a record while a write of it is in flight waits for that write to end. The store
+publishes a write's events as it commits, before its reply reaches the node, so a client that
+reads a record on hearing of a change must not be answered with the copy from before it.
+
 Values of ``env`` stay in the store: a record here has the names only, like a client sees them.
 """
 
@@ -49,6 +53,7 @@ class KnownRecords:
         self._active: set[str] = set()
         self._doubt: set[str] = set()
         self._writes: Counter[str] = Counter()  # writes in flight, by record
+        self._idle: dict[str, asyncio.Event] = {}  # set when a record's writes have all ended
         self._version: Counter[str] = Counter()  # bumped as each write starts and ends
         self._epoch = 0  # bumped by reset: reads begun before it are not kept
         self._store: str | None = None  # the state store's incarnation last heard of
@@ -61,9 +66,15 @@ class KnownRecords:
         """The record ``ref`` names (an id, else a unique name): ``not-found``, ``ambiguous-name``
         as the store would answer."""
         await self.load()
-        if self._doubt:
-            await self._settle()
-        record_id = ref if ref in self._records else self._by_name(ref)
+        while True:
+            if self._doubt:
+                await self._settle()
+            known = ref in self._records or ref in self._writes  # by id (a create in flight too)
+            record_id = ref if known else self._by_name(ref)
+            idle = self._idle.get(record_id) if record_id is not None else None
+            if idle is None:
+                break
+            await idle.wait()  # a write of it is in flight: answer as of its reply
         if record_id is None and not self._doubt:
             raise RoostError("not-found", f"no record with id or name {ref!r}", {"ref": ref})
         if record_id is None or record_id in self._doubt:
@@ -127,6 +138,7 @@ class KnownRecords:
         """Around a write of ``record_id``: a write that raises leaves the record in doubt."""
         self._writes[record_id] += 1
         self._version[record_id] += 1
+        idle = self._idle.setdefault(record_id, asyncio.Event())
         try:
             yield
         except BaseException:
@@ -137,6 +149,8 @@ class KnownRecords:
             self._version[record_id] += 1
             if not self._writes[record_id]:
                 del self._writes[record_id]
+                del self._idle[record_id]
+                idle.set()
 
     def put(self, record: Record) -> Record:
         """A write's reply: the record as committed."""
