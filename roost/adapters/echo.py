@@ -22,7 +22,13 @@ from roost.adapters.base import (
 from roost.adapters.echo_agent import PROMPT
 from roost.adapters.evidence import Evidence
 
-AGENT_MODULE = "roost.adapters.echo_agent"
+AGENT = str(Path(__file__).with_name("echo_agent.py"))
+
+
+def agent_argv(*args: str) -> list[str]:
+    """The echo agent's command: its file, run without site (it needs only the standard library,
+    and site's import hooks would cost each session's start more than the agent itself)."""
+    return [sys.executable, "-S", AGENT, *args]
 
 
 class EchoAdapter(Adapter):
@@ -35,11 +41,11 @@ class EchoAdapter(Adapter):
 
     def fresh(self, ctx: LaunchContext) -> Launch:
         session_id = str(uuid.uuid4())
-        argv = [sys.executable, "-m", AGENT_MODULE, "--session-id", session_id]
+        argv = agent_argv("--session-id", session_id)
         return Launch(argv=argv, env=self._env(ctx), provider_session=session_id)
 
     def resume(self, provider_session: str, ctx: LaunchContext) -> Launch:
-        argv = [sys.executable, "-m", AGENT_MODULE, "--resume", provider_session]
+        argv = agent_argv("--resume", provider_session)
         return Launch(argv=argv, env=self._env(ctx), provider_session=provider_session)
 
     def turn(
@@ -47,17 +53,7 @@ class EchoAdapter(Adapter):
     ) -> Launch:
         provider_session = provider_session or str(uuid.uuid4())
         flag = "--session-id" if first else "--resume"
-        argv = [
-            sys.executable,
-            "-m",
-            AGENT_MODULE,
-            "-p",
-            text,
-            "--output-format",
-            "stream-json",
-            flag,
-            provider_session,
-        ]
+        argv = agent_argv("-p", text, "--output-format", "stream-json", flag, provider_session)
         return Launch(argv=argv, env=self._env(ctx), provider_session=provider_session)
 
     def parse(self, line: str, stream: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -5,10 +5,10 @@ It prints a banner and the prompt ``echo-ready> ``, answers each submitted line 
 continues that history and says ``resumed ID (N turns)``. A resume of an unknown id fails loudly,
 so roost's cold resume is real, not simulated.
 
-    python -m roost.adapters.echo_agent --session-id ID     # a fresh conversation
-    python -m roost.adapters.echo_agent --resume ID         # continue one
-    python -m roost.adapters.echo_agent -p TEXT --output-format stream-json --resume ID
-                                                            # one headless turn, claude's shape
+    python -S echo_agent.py --session-id ID     # a fresh conversation
+    python -S echo_agent.py --resume ID         # continue one
+    python -S echo_agent.py -p TEXT --output-format stream-json --resume ID
+                                                # one headless turn, claude's shape
 In headless mode a prompt ``/tool echo X`` makes a tool call and its result first. For tests:
 ``ROOST_ECHO_DELAY_MS`` paces the JSON lines, ``ROOST_ECHO_FAIL=1`` ends the turn with an error,
 ``ROOST_ECHO_HOLD_FILE=PATH`` makes a headless turn wait, after its result line, until PATH exists
@@ -16,78 +16,152 @@ and then write what PATH holds (if anything) on stderr before it exits (a test's
 Session files live in ``$ROOST_ECHO_HOME`` (default ``~/.roost-echo``)/sessions/ID.jsonl.
 Ctrl-C at the prompt behaves as in a shell: the line typed so far is dropped and a new prompt
 follows; the agent runs on (``/exit`` or Ctrl-D ends it).
+
+It needs nothing but the standard library (the adapter runs it with ``python -S``, no site) and
+imports only what it uses: every echo session starts one, and a node starting 200 of them pays
+for each import 200 times.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import re
-import signal
 import sys
-import threading
 import time
-import uuid
-from pathlib import Path
 
 PROMPT = "echo-ready> "
-ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+USAGE = (
+    "usage: echo-agent [-h] [--session-id ID | --resume ID] [-p TEXT]"
+    " [--output-format {stream-json}]"
+)
 
 
-def sessions_dir() -> Path:
-    home = os.environ.get("ROOST_ECHO_HOME") or str(Path.home() / ".roost-echo")
-    path = Path(home) / "sessions"
-    path.mkdir(parents=True, exist_ok=True)
+class Args:
+    """The parsed options (a plain class: dataclasses would import inspect, re and ast)."""
+
+    def __init__(self) -> None:
+        self.session_id: str | None = None
+        self.resume: str | None = None
+        self.print: str | None = None
+        self.output_format = "stream-json"
+
+
+def parse_args(argv: list[str]) -> Args:
+    """The options, as argparse would take them (``--opt=value`` too); a mistake exits 2."""
+    args, rest = Args(), list(argv)
+    names = {"--session-id": "session_id", "--resume": "resume", "-p": "print"}
+    names |= {"--print": "print", "--output-format": "output_format"}
+    while rest:
+        word = rest.pop(0)
+        if word in ("-h", "--help"):
+            print(USAGE)
+            sys.exit(0)
+        option, eq, value = word.partition("=") if word.startswith("--") else (word, "", "")
+        if option not in names:
+            _usage_error(f"unrecognized arguments: {word}")
+        if not eq:
+            if not rest:
+                _usage_error(f"argument {option}: expected one argument")
+            value = rest.pop(0)
+        setattr(args, names[option], value)
+    if args.session_id is not None and args.resume is not None:
+        _usage_error("argument --resume: not allowed with argument --session-id")
+    if args.output_format != "stream-json":
+        _usage_error(f"argument --output-format: invalid choice: {args.output_format!r}")
+    return args
+
+
+def _usage_error(message: str) -> None:
+    print(f"{USAGE}\necho-agent: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def valid_id(session_id: str) -> bool:
+    """What ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}`` matches."""
+    return (
+        0 < len(session_id) <= 128
+        and session_id[0].isascii()
+        and session_id[0].isalnum()
+        and ID_CHARS.issuperset(session_id)
+    )
+
+
+def new_id() -> str:
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+def sessions_dir() -> str:
+    home = os.environ.get("ROOST_ECHO_HOME") or os.path.join(os.path.expanduser("~"), ".roost-echo")
+    path = os.path.join(home, "sessions")
+    os.makedirs(path, exist_ok=True)
     return path
 
 
-def count_turns(path: Path) -> int:
-    with path.open() as fh:
+def session_file(session_id: str) -> str:
+    return os.path.join(sessions_dir(), f"{session_id}.jsonl")
+
+
+def touch(path: str) -> None:
+    with open(path, "a"):
+        pass
+
+
+def count_turns(path: str) -> int:
+    with open(path) as fh:
         return sum(1 for line in fh if line.strip())
 
 
-def open_session(args: argparse.Namespace) -> tuple[str, Path]:
+def open_session(args: Args) -> tuple[str, str]:
     if args.resume:
         session_id = args.resume
-        path = sessions_dir() / f"{session_id}.jsonl"
-        if not ID_RE.match(session_id) or not path.exists():
+        path = session_file(session_id)
+        if not valid_id(session_id) or not os.path.exists(path):
             print(f"echo: no session {session_id!r} to resume", file=sys.stderr, flush=True)
             sys.exit(2)
         print(f"resumed {session_id} ({count_turns(path)} turns)", flush=True)
         return session_id, path
-    session_id = args.session_id or str(uuid.uuid4())
-    if not ID_RE.match(session_id):
+    session_id = args.session_id or new_id()
+    if not valid_id(session_id):
         print(f"echo: invalid session id {session_id!r}", file=sys.stderr, flush=True)
         sys.exit(2)
-    path = sessions_dir() / f"{session_id}.jsonl"
-    if path.exists():
+    path = session_file(session_id)
+    if os.path.exists(path):
         print(f"echo: session {session_id!r} already exists; use --resume", file=sys.stderr)
         sys.exit(2)
-    path.touch()
+    touch(path)
     print(f"session {session_id}", flush=True)
     return session_id, path
+
+
+def dumps(obj: dict[str, object]) -> str:
+    """JSON text; json is imported at the first answer, not at the start (it imports re)."""
+    import json
+
+    return json.dumps(obj)
 
 
 def emit(obj: dict[str, object]) -> None:
     delay = int(os.environ.get("ROOST_ECHO_DELAY_MS", "0"))
     if delay:
         time.sleep(delay / 1000)
-    print(json.dumps(obj), flush=True)
+    print(dumps(obj), flush=True)
 
 
-def headless(args: argparse.Namespace) -> int:
+def headless(args: Args) -> int:
     """One turn, written as claude-style stream-json lines; history is appended only at the end."""
-    session_id = args.resume or args.session_id or str(uuid.uuid4())
-    path = sessions_dir() / f"{session_id}.jsonl"
-    if not ID_RE.match(session_id) or (args.resume and not path.exists()):
+    session_id = args.resume or args.session_id or new_id()
+    path = session_file(session_id) if valid_id(session_id) else ""
+    if not path or (args.resume and not os.path.exists(path)):
         print(f"Error: no conversation found with session ID: {session_id}", file=sys.stderr)
         return 1
-    if not args.resume and path.exists():
+    if not args.resume and os.path.exists(path):
         print(f"Error: Session ID {session_id} is already in use.", file=sys.stderr)
         return 1
-    turns = count_turns(path) if path.exists() else 0
-    path.touch()  # the conversation exists from its init line on, as with claude
+    turns = count_turns(path) if os.path.exists(path) else 0
+    touch(path)  # the conversation exists from its init line on, as with claude
+    assert args.print is not None
     text: str = args.print
     emit(
         {
@@ -158,8 +232,8 @@ def headless(args: argparse.Namespace) -> int:
     )
     hold(os.environ.get("ROOST_ECHO_HOLD_FILE"))
     if not failed:
-        with path.open("a") as fh:
-            fh.write(json.dumps({"ts": time.time(), "user": text, "assistant": answer}) + "\n")
+        with open(path, "a") as fh:
+            fh.write(dumps({"ts": time.time(), "user": text, "assistant": answer}) + "\n")
     return 1 if failed else 0
 
 
@@ -167,9 +241,10 @@ def hold(path: str | None) -> None:
     """Wait until ``path`` exists (a test releases the turn at the moment it chose)."""
     if not path:
         return
-    while not Path(path).exists():
+    while not os.path.exists(path):
         time.sleep(0.02)
-    said = Path(path).read_text().strip()
+    with open(path) as fh:
+        said = fh.read().strip()
     if said:
         print(said, file=sys.stderr, flush=True)
 
@@ -183,19 +258,17 @@ def ticker(interval: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="echo-agent")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--session-id")
-    group.add_argument("--resume")
-    parser.add_argument("-p", "--print", help="headless: answer this prompt and exit")
-    parser.add_argument("--output-format", choices=["stream-json"], default="stream-json")
-    args = parser.parse_args(argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     if os.environ.get("ROOST_ECHO_IGNORE_TERM") == "1":  # lets tests prove SIGKILL escalation
+        import signal
+
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.print is not None:
         return headless(args)
     tick = int(os.environ.get("ROOST_ECHO_TICK_MS", "0"))  # output with no input, for tests
     if tick:
+        import threading
+
         threading.Thread(target=ticker, args=(tick / 1000,), daemon=True).start()
     print("roost echo agent 1 - answers every line with 'echo: <line>'; /exit quits", flush=True)
     _, path = open_session(args)
@@ -207,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             print(flush=True)
 
 
-def answer_one(path: Path) -> bool:
+def answer_one(path: str) -> bool:
     """Read one line at the prompt and answer it; False at the end (``/exit``, end of input)."""
     try:
         line = input(PROMPT)
@@ -217,8 +290,8 @@ def answer_one(path: Path) -> bool:
         return False
     if line.strip():
         answer = f"echo: {line}"
-        with path.open("a") as fh:
-            fh.write(json.dumps({"ts": time.time(), "user": line, "assistant": answer}) + "\n")
+        with open(path, "a") as fh:
+            fh.write(dumps({"ts": time.time(), "user": line, "assistant": answer}) + "\n")
         print(answer, flush=True)
     return True
 

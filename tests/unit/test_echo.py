@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from roost.adapters.base import BUSY, EXITED, READY, STARTING, LaunchContext
-from roost.adapters.echo import AGENT_MODULE, EchoAdapter
-from roost.adapters.echo_agent import PROMPT
+from roost.adapters.echo import EchoAdapter, agent_argv
+from roost.adapters.echo_agent import PROMPT, valid_id
 
 CTX = LaunchContext(cwd="/work", mode="pty", env={}, data_dir="/data/echo")
 BANNER = "roost echo agent 1 - answers every line with 'echo: <line>'; /exit quits"
@@ -26,13 +27,8 @@ def test_fresh_assigns_a_uuid_identity() -> None:
     launch = EchoAdapter().fresh(CTX)
     assert launch.provider_session is not None
     assert str(uuid.UUID(launch.provider_session)) == launch.provider_session
-    assert launch.argv == [
-        sys.executable,
-        "-m",
-        AGENT_MODULE,
-        "--session-id",
-        launch.provider_session,
-    ]
+    assert launch.argv == agent_argv("--session-id", launch.provider_session)
+    assert launch.argv[:2] == [sys.executable, "-S"]
     assert launch.env == {"ROOST_ECHO_HOME": "/data/echo"}
 
 
@@ -46,7 +42,7 @@ def test_resume_uses_the_same_identity() -> None:
     session = adapter.fresh(CTX).provider_session
     assert session is not None
     launch = adapter.resume(session, CTX)
-    assert launch.argv == [sys.executable, "-m", AGENT_MODULE, "--resume", session]
+    assert launch.argv == agent_argv("--resume", session)
     assert launch.provider_session == session
 
 
@@ -84,7 +80,7 @@ def test_classify_exited(screen: str) -> None:
 def run_agent(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ROOST_ECHO_HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-m", AGENT_MODULE, *args],
+        agent_argv(*args),
         input=stdin,
         capture_output=True,
         text=True,
@@ -131,3 +127,80 @@ def test_fresh_with_an_existing_id_fails(tmp_path: Path) -> None:
     result = run_agent(tmp_path, "--session-id", "s1", stdin="two\n")
     assert result.returncode == 2
     assert len((tmp_path / "sessions" / "s1.jsonl").read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--session-id", "a", "--resume", "b"], "not allowed with argument --session-id"),
+        (["--session-id"], "argument --session-id: expected one argument"),
+        (["--output-format", "text", "-p", "x"], "invalid choice: 'text'"),
+        (["--colour"], "unrecognized arguments: --colour"),
+        (["stray"], "unrecognized arguments: stray"),
+    ],
+)
+def test_a_bad_command_line_exits_2_with_the_usage(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    result = run_agent(tmp_path, *args)
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: echo-agent")
+    assert said in result.stderr
+    assert not (tmp_path / "sessions").exists() or not list((tmp_path / "sessions").iterdir())
+
+
+def test_options_take_the_equals_form_and_help_exits_0(tmp_path: Path) -> None:
+    result = run_agent(tmp_path, "--session-id=s9", "--print=hi", "--output-format=stream-json")
+    assert result.returncode == 0, result.stderr
+    assert '"session_id": "s9"' in result.stdout and "echo: hi" in result.stdout
+    helped = run_agent(tmp_path, "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: echo-agent")
+
+
+@pytest.mark.parametrize(
+    ("session_id", "valid"),
+    [
+        ("a", True),
+        ("A0._-z", True),
+        ("x" * 128, True),
+        ("x" * 129, False),
+        ("", False),
+        ("-a", False),
+        (".a", False),
+        ("a/b", False),
+        ("a b", False),
+        ("é", False),
+        ("a\n", False),
+    ],
+)
+def test_session_ids_are_checked_as_the_pattern_says(session_id: str, valid: bool) -> None:
+    assert valid_id(session_id) is valid
+    assert valid_id(session_id) is bool(
+        re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", session_id)
+    )
+
+
+def test_the_agent_starts_on_what_it_needs_alone(tmp_path: Path) -> None:
+    """Every echo session starts one: up to its first answer no argparse, re, json, pathlib,
+    uuid, dataclasses or roost module is imported."""
+    env = {**os.environ, "ROOST_ECHO_HOME": str(tmp_path)}
+    launch = agent_argv()
+    probe = (
+        "import sys\n"
+        "sys.argv = ['echo', '--session-id', 's1']\n"
+        f"path = {launch[2]!r}\n"
+        "try: exec(compile(open(path).read(), path, 'exec'), {'__name__': '__main__'})\n"
+        "except SystemExit: pass\n"
+        "heavy = ('argparse', 're', 'json', 'pathlib', 'uuid', 'dataclasses', 'roost', 'inspect')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy), file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [launch[0], "-S", "-c", probe],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert "session s1" in result.stdout, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "[]"
