@@ -293,3 +293,18 @@ def test_a_read_after_a_failed_write_asks_the_store() -> None:
             await task
 
     run(scenario())
+
+
+def test_counts_follow_every_write() -> None:
+    store = FakeStore(rec("r1"), rec("r2", state=r.LIVE), rec("r3", state=r.LIVE))
+
+    async def scenario() -> None:
+        known = KnownRecords(store.call)
+        await known.load()
+        assert known.counts() == {r.DORMANT: 1, r.LIVE: 2}
+        async with known.writing("r2"):
+            known.put(store.write(rec("r2", state=r.STOPPING)))
+        known.drop("r1")
+        assert known.counts() == {r.STOPPING: 1, r.LIVE: 1}
+
+    run(scenario())

@@ -87,6 +87,10 @@ class KnownRecords:
         found = [self._records[i] for i in self._active]
         return sorted(found, key=lambda rec: (rec.created, rec.id))
 
+    def counts(self) -> dict[str, int]:
+        """How many records are in each state, as last known."""
+        return dict(Counter(record.state for record in self._records.values()))
+
     @property
     def loaded(self) -> bool:
         return self._loaded
