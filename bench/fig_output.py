@@ -71,12 +71,11 @@ def reader(fifo: Path) -> int | None:
 def under_roost(root: Path, node: BenchNode, total: int, cap: float) -> dict[str, Any]:
     """The writer in an echo session's agent; given up after ``cap`` seconds (its time is then
     projected from the bytes the supervisor had taken by then)."""
-    hook, fifo, out = root / "hook", root / "go", root / "roost.json"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(HOOK)
+    hook, fifo, out = root / "hook.py", root / "go", root / "roost.json"
+    hook.write_text(HOOK)
     os.mkfifo(fifo)
     env = {
-        "PYTHONPATH": str(hook),
+        "ROOST_ECHO_PRELOAD": str(hook),
         "ROOST_BENCH_FIFO": str(fifo),
         "ROOST_BENCH_BYTES": str(total),
         "ROOST_BENCH_RESULT": str(out),

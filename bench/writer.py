@@ -1,9 +1,9 @@
 """Figure 4's program: write BYTES of distinct text lines to the terminal (fd 1) as fast as it can.
 
 Run as itself under tmux (``python bench/writer.py --bytes N --result PATH``), and under roost
-inside an echo session's agent: a ``sitecustomize`` put on the agent's PYTHONPATH by the figure
-calls ``hook()``, which, when ``ROOST_BENCH_FIFO`` is set, waits in a thread until the figure
-opens that FIFO and then writes, so the session is live (and measured from a quiet start)
+inside an echo session's agent: a file the agent runs first (``ROOST_ECHO_PRELOAD``, set by
+the figure) calls ``hook()``, which, when ``ROOST_BENCH_FIFO`` is set, waits in a thread until
+the figure opens that FIFO and then writes, so the session is live (and measured from a quiet start)
 before the output begins. Either way the same function writes and times itself, and the result
 (seconds from the first write to the last write returned, bytes, newlines) goes to the result
 file as JSON. The last line is ``WRITER-DONE``, so the screen can be checked afterwards.

@@ -265,6 +265,11 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.print is not None:
         return headless(args)
+    preload = os.environ.get("ROOST_ECHO_PRELOAD")  # a test's or benchmark's code, run first
+    if preload:
+        with open(preload) as fh:
+            code = compile(fh.read(), preload, "exec")
+        exec(code, {"__name__": "roost_echo_preload"})
     tick = int(os.environ.get("ROOST_ECHO_TICK_MS", "0"))  # output with no input, for tests
     if tick:
         import threading

@@ -2,7 +2,7 @@
 exactly the bytes the pty carried, the screen once the output settles is the one pyte makes of
 every byte, and an attached client sees that screen and every byte after it, in order.
 
-The echo agent writes the flood itself: a ``sitecustomize`` on its ``PYTHONPATH`` waits in a
+The echo agent writes the flood itself: a file it runs first (``ROOST_ECHO_PRELOAD``) waits in a
 thread until the test opens a FIFO, then writes the prepared bytes to its terminal (as bench
 figure 4's writer does). The flood mixes what the lazy screen skips (lines of text, styles)
 with what it must not (clears, a scroll region, the alternate screen, cursor moves, wide and
@@ -73,14 +73,13 @@ def reference(data: bytes) -> Emulator:
 
 @pytest.mark.skipif(os.name != "posix", reason="a FIFO and a POSIX pty")
 def test_a_flood_keeps_every_byte_and_ends_on_the_right_screen(node: Node, tmp_path: Path) -> None:
-    hook, fifo, source = tmp_path / "hook", tmp_path / "go", tmp_path / "flood.bin"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(HOOK)
+    hook, fifo, source = tmp_path / "hook.py", tmp_path / "go", tmp_path / "flood.bin"
+    hook.write_text(HOOK)
     os.mkfifo(fifo)
     data = flood()
     source.write_bytes(data)
     node.up()
-    env = {"PYTHONPATH": str(hook), "ROOST_TEST_FLOOD_FIFO": str(fifo)}
+    env = {"ROOST_ECHO_PRELOAD": str(hook), "ROOST_TEST_FLOOD_FIFO": str(fifo)}
     env["ROOST_TEST_FLOOD"] = str(source)
     with node.client() as client:
         body: dict[str, Any] = {"provider": "echo", "cwd": str(tmp_path), "name": "flood"}

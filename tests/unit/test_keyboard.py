@@ -75,6 +75,8 @@ class FakeStore:
 
 
 class FakeAgent:
+    pending = 0  # bytes typed that the terminal has not taken
+
     def __init__(self) -> None:
         self.typed: list[bytes] = []
 

@@ -29,6 +29,7 @@ log = structlog.get_logger("roost.keyboard")
 ECHO_TAIL, ECHO_WAIT_S, ECHO_POLL_S = 8, 3.0, 0.02  # the typed text shown before its submit
 COMMIT_WAIT_S = 10.0  # an input commit unanswered this long may still have been committed
 COMMIT_RETRY_S = 0.5
+MAX_UNTYPED = 1 << 20  # bytes accepted but not yet read by the agent, past which input is refused
 # Screens that ask for a credential: what is typed there is logged as its length only.
 SECRET_SCREENS = ("login", "api-key")
 
@@ -93,6 +94,12 @@ class Keyboard:
         async with self._lock:
             if not await sup.outbox.drained(5.0):
                 raise sup.outbox.undelivered()
+            if agent.pending + len(data) + len(then) > MAX_UNTYPED:
+                raise RoostError(
+                    "agent-not-reading",
+                    f"{agent.pending} bytes typed before still wait for the agent to read them",
+                    {"pending": agent.pending, "limit": MAX_UNTYPED},
+                )
             body: dict[str, Any] = {
                 "events": [
                     {

@@ -1,7 +1,11 @@
 """The agent of a ``pty``-mode session: its PTY, output pump, exit detection and termination.
 
 Output goes to a callback as it arrives; the exit (with its status) to another, exactly once.
-Termination is SIGTERM to the agent's process group, then SIGKILL after the grace period.
+What is typed goes to the terminal as fast as the agent reads it: what the terminal has no room
+for waits here, in order, and is written as the terminal becomes writable, so an agent that
+stops reading never blocks the supervisor (``pending`` says how much waits).
+Termination is SIGTERM (and SIGCONT, for a stopped agent) to the agent's process group, then
+SIGKILL after the grace period.
 The exit is seen when the PTY closes, and, for an agent whose descendants keep the PTY open
 after it exits, when the agent's process ends: on Linux a pidfd becomes readable then (no
 wake-up while the agent runs); elsewhere a poll every ``WATCH_S`` is the backstop.
@@ -38,6 +42,7 @@ class PtyAgent:
         self.exit: ExitStatus | None = None
         self.exited = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._unwritten = bytearray()  # typed, not yet taken by the terminal
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -58,9 +63,34 @@ class PtyAgent:
             self._spawn(self._read_thread())
         self._spawn(self._watch())
 
+    @property
+    def pending(self) -> int:
+        """Bytes typed that the terminal has not taken yet."""
+        return len(self._unwritten)
+
     def write(self, data: bytes) -> None:
+        """Type ``data`` after whatever still waits; never blocks."""
         assert self.pty is not None
-        self.pty.write(data)
+        if self.exit is not None or not data:
+            return
+        if self._unwritten:
+            self._unwritten += data
+            return
+        written = self.pty.write(data)
+        if written < len(data):
+            self._unwritten += data[written:]
+            assert self.pty.fd is not None  # a backend without an fd writes all at once
+            asyncio.get_running_loop().add_writer(self.pty.fd, self._writable)
+
+    def _writable(self) -> None:
+        assert self.pty is not None and self.pty.fd is not None
+        try:
+            written = self.pty.write(bytes(self._unwritten[:READ_CHUNK]))
+        except OSError:  # the agent has gone: its exit is seen on the read side
+            written = len(self._unwritten)
+        del self._unwritten[:written]
+        if not self._unwritten:
+            asyncio.get_running_loop().remove_writer(self.pty.fd)
 
     def resize(self, rows: int, cols: int) -> None:
         assert self.pty is not None
@@ -70,10 +100,14 @@ class PtyAgent:
         assert self.pty is not None and self.pty.fd is not None
         try:
             data = self.pty.read(READ_CHUNK)
+        except BlockingIOError:
+            return
         except OSError:
             data = b""
         if not data:
-            asyncio.get_running_loop().remove_reader(self.pty.fd)
+            loop = asyncio.get_running_loop()
+            loop.remove_reader(self.pty.fd)
+            self._drop_unwritten()
             self._spawn(self._reap())
             return
         self._on_output(data)
@@ -96,9 +130,16 @@ class PtyAgent:
             await asyncio.sleep(0.05)
         if self.exit is None:
             self.exit = status
+            self._drop_unwritten()
             log.info("agent-exited", **status.to_wire())
             self.exited.set()
             self._on_exit(status)
+
+    def _drop_unwritten(self) -> None:
+        if self._unwritten and self.pty is not None and self.pty.fd is not None:
+            log.warning("input-not-typed", bytes=len(self._unwritten), reason="the agent ended")
+            asyncio.get_running_loop().remove_writer(self.pty.fd)
+            self._unwritten.clear()
 
     async def _watch(self) -> None:
         """A backstop for agents whose descendants keep the PTY open after they exit."""
@@ -130,6 +171,7 @@ class PtyAgent:
         if self.pty is None or self.exited.is_set():
             return
         self.pty.signal_group(signal.SIGTERM)
+        self.pty.signal_group(signal.SIGCONT)  # a stopped agent takes its SIGTERM now
         try:
             await asyncio.wait_for(self._wait_exit(), grace)
         except TimeoutError:

@@ -3,6 +3,10 @@
 Both imports are guarded so the module loads everywhere; ``spawn_pty`` picks the one this OS has.
 The supervisor only uses the ``PtyBackend`` protocol: a readable fd (POSIX) or a blocking read (run
 in a thread on Windows, where pywinpty forces one), write, resize, signal, and exit status.
+
+On POSIX the terminal's fd is non-blocking: a write takes what the terminal has room for and says
+how much that was, so an agent that stops reading (its input buffer holds a few KiB) never
+blocks the supervisor's loop; the caller keeps the rest (``PtyAgent``).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ class PtyBackend(Protocol):
     fd: int | None
 
     def read(self, size: int) -> bytes: ...
-    def write(self, data: bytes) -> None: ...
+    def write(self, data: bytes) -> int: ...
     def resize(self, rows: int, cols: int) -> None: ...
     def signal_group(self, sig: int) -> None: ...
     def poll(self) -> ExitStatus | None: ...
@@ -59,6 +63,7 @@ class PosixPty:
             ) from None
         self.pid: int = self._proc.pid
         self.fd: int | None = self._proc.fd
+        os.set_blocking(self._proc.fd, False)
         self._status: ExitStatus | None = None
 
     def read(self, size: int) -> bytes:
@@ -66,7 +71,8 @@ class PosixPty:
         terminal says more is waiting. A pty hands over at most about 4 KiB a read, so under a
         flood each read cost a turn of the event loop and a transcript write of its own; the
         further reads never block, and an error in one (EIO: the agent has gone) keeps what the
-        reads before it returned for the next call to report."""
+        reads before it returned for the next call to report. A first read that finds nothing
+        raises BlockingIOError (a wake-up with nothing to read is not the end)."""
         assert self.fd is not None
         data = os.read(self.fd, size)
         parts, got = [data], len(data)
@@ -81,12 +87,13 @@ class PosixPty:
             got += len(more)
         return data if len(parts) == 1 else b"".join(parts)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> int:
+        """As much of ``data`` as the terminal takes now (0 when its buffer is full)."""
         assert self.fd is not None
-        view = memoryview(data)
-        while view:
-            written = os.write(self.fd, view)
-            view = view[written:]
+        try:
+            return os.write(self.fd, data)
+        except BlockingIOError:
+            return 0
 
     def resize(self, rows: int, cols: int) -> None:
         self._proc.setwinsize(rows, cols)
@@ -128,8 +135,9 @@ class WindowsPty:
         data = self._proc.read(size)
         return data.encode("utf-8", "replace") if isinstance(data, str) else bytes(data)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> int:
         self._proc.write(data.decode("utf-8", "replace"))
+        return len(data)
 
     def resize(self, rows: int, cols: int) -> None:
         self._proc.setwinsize(rows, cols)
