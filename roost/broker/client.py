@@ -142,15 +142,17 @@ class Client:
         last seq, is read with the other events skipped in C), so the node builds the next page
         while the caller decodes and handles this one. An error reply is raised where its page
         would be; stopping early leaves one reply in flight, which the next call discards."""
-        limit = int(query.get("limit") or 1000)
-        rid = self._send("events.since", {**query, "after": int(query.get("after") or 0)}, target)
+        after, limit = int(query.get("after") or 0), int(query.get("limit") or 1000)
+        rid = self._send("events.since", {**query, "after": after}, target)
         while rid:
             header, body = self._receive(rid, "events.since", timeout, None)
             rid = ""
             if header.kind == p.RESPONSE and len(body) <= p.HARD_FRAME_LIMIT:
                 count, last, more = page_end(body) or (0, 0, False)
-                if count and (more if more is not None else count >= limit):
-                    rid = self._send("events.since", {**query, "after": last}, target)
+                # on while the log says more, and only forward (never the same page again)
+                if count and last > after and (more if more is not None else count >= limit):
+                    after = last
+                    rid = self._send("events.since", {**query, "after": after}, target)
             yield _decoded(header, body)
 
     def _send(

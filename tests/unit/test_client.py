@@ -177,3 +177,12 @@ def test_events_follow_catch_up_says_how_far_it_printed_when_cut_off(
         events_cli._catch_up(ctx, client, {"after": 0, "limit": 5}, 0)
     assert err.value.detail["after"] == 10
     assert capsys.readouterr().out.count("\n") == 10
+
+
+def test_a_page_that_does_not_move_on_ends_the_read(fake: tuple[FakeNode, Client]) -> None:
+    """A node answering the same page again, ``more`` and all, is not asked forever."""
+    node, client = fake
+    node.answer = lambda body: node.page({**body, "after": 0})
+    pages = list(client.event_pages({"after": 0, "limit": 5}))
+    assert [[e["seq"] for e in page["events"]] for page in pages] == [[1, 2, 3, 4, 5]] * 2
+    assert [r["after"] for r in node.requests] == [0, 5]
