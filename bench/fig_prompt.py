@@ -121,14 +121,10 @@ def many_clients(
 def input_events(client: Client, after: int) -> Counter[tuple[str, str, int]]:
     """(record, text, seq) of every ``session.input`` event after ``after``, counted."""
     seen: Counter[tuple[str, str, int]] = Counter()
-    more = True
-    while more:
-        reply = client.call("events.since", {"after": after, "limit": 5000})
+    for reply in client.event_pages({"after": after, "limit": 5000}):
         for event in reply["events"]:
             if event["kind"] == "session.input":
                 seen[(event["record"], event["data"].get("text", ""), event["seq"])] += 1
-            after = event["seq"]
-        more = reply["more"]
     return seen
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import zmq
 
 from roost.broker import protocol as p
@@ -129,6 +130,42 @@ class Client:
     ) -> dict[str, Any]:
         """One request; returns the reply body or raises RoostError with the error's code.
         ``on_wait`` is called about every ``WAIT_TICK_S`` while no answer has come (progress)."""
+        rid = self._send(method, body, target, session=session, grant=grant, op=op)
+        return _decoded(*self._receive(rid, method, timeout, on_wait))
+
+    def event_pages(
+        self, query: dict[str, Any], *, target: str = "", timeout: float | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The log after ``query["after"]`` (``limit``, ``id`` as ``events.since`` takes them),
+        one ``events.since`` reply at a time, until one says there is no ``more``. Pipelined: the
+        request for the next page goes out before this one is decoded (its cursor, the page's
+        last seq, is read with the other events skipped in C), so the node builds the next page
+        while the caller decodes and handles this one. An error reply is raised where its page
+        would be; stopping early leaves one reply in flight, which the next call discards."""
+        after, limit = int(query.get("after") or 0), int(query.get("limit") or 1000)
+        rid = self._send("events.since", {**query, "after": after}, target)
+        while rid:
+            header, body = self._receive(rid, "events.since", timeout, None)
+            rid = ""
+            if header.kind == p.RESPONSE and len(body) <= p.HARD_FRAME_LIMIT:
+                count, last, more = page_end(body) or (0, 0, False)
+                # on while the log says more, and only forward (never the same page again)
+                if count and last > after and (more if more is not None else count >= limit):
+                    after = last
+                    rid = self._send("events.since", {**query, "after": after}, target)
+            yield _decoded(header, body)
+
+    def _send(
+        self,
+        method: str,
+        body: dict[str, Any] | None,
+        target: str,
+        *,
+        session: dict[str, Any] | None = None,
+        grant: str = "",
+        op: str = "",
+    ) -> str:
+        """Send one request; returns its request id."""
         rid = self._prefix + str(next(self._ids))
         header = p.Header(
             kind=p.REQUEST,
@@ -140,6 +177,17 @@ class Client:
             op=op,
         )
         self._sock.send_multipart([header.encode(), p.pack(body or {})])
+        return rid
+
+    def _receive(
+        self,
+        rid: str,
+        method: str,
+        timeout: float | None,
+        on_wait: Callable[[], None] | None,
+    ) -> tuple[p.Header, bytes]:
+        """The reply to request ``rid``, not decoded yet; any other reply is a late answer to
+        an earlier request that timed out (or a page no one read on), dropped."""
         deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
         while True:
             remaining = deadline - time.monotonic()
@@ -156,14 +204,8 @@ class Client:
             if len(frames) != 2:
                 continue
             reply = p.Header.decode(frames[0])
-            if reply.rid not in (rid, ""):
-                continue  # a late answer to an earlier call that timed out
-            # A reply from the node (or hub) it asked: the size and type limits hold, the
-            # per-value shape walk is left out (a page of 5,000 events is 10,000 maps).
-            body_out = p.unpack(frames[1], limit=p.HARD_FRAME_LIMIT, shape=False)
-            if reply.kind == p.ERROR:
-                raise RoostError.from_body(body_out)
-            return body_out
+            if reply.rid in (rid, ""):
+                return reply, frames[1]
 
     def via(self, target: str) -> None:
         """Address ``target`` from now on: a node through a hub (``<node-id>/node``), whose
@@ -176,6 +218,42 @@ class Client:
         return EventStream(
             self._ctx, self.events_endpoint, prefixes or ("",), self.curve, self.topic_prefix
         )
+
+
+def _decoded(header: p.Header, body: bytes) -> dict[str, Any]:
+    """A reply's body, or its error raised. A reply from the node (or hub) it asked: the size
+    and type limits hold, the per-value shape walk is left out (a page of 5,000 events is
+    10,000 maps)."""
+    doc = p.unpack(body, limit=p.HARD_FRAME_LIMIT, shape=False)
+    if header.kind == p.ERROR:
+        raise RoostError.from_body(doc)
+    return doc
+
+
+def page_end(body: bytes) -> tuple[int, int, bool | None] | None:
+    """``(events, last seq, more)`` of an ``events.since`` reply (``more`` None when it has
+    none: an older node), its events but the last skipped, not decoded; None when the body is
+    not such a reply (decoding it then says why)."""
+    unpacker = msgpack.Unpacker(max_buffer_size=len(body) or 1, raw=False)
+    unpacker.feed(body)
+    count, last, more = 0, 0, None
+    try:
+        for _ in range(unpacker.read_map_header()):
+            key = unpacker.unpack()
+            if key == "events":
+                count = unpacker.read_array_header()
+                for _ in range(count - 1):
+                    unpacker.skip()
+                last = unpacker.unpack()["seq"] if count else 0
+            elif key == "more":
+                more = unpacker.unpack()
+            else:
+                unpacker.skip()
+    except (ValueError, TypeError, KeyError, msgpack.UnpackException):
+        return None
+    if type(last) is not int or (more is not None and type(more) is not bool):
+        return None
+    return count, last, more
 
 
 class EventStream:

@@ -97,7 +97,7 @@ def _fill(ctx: Ctx, client: Client, alive: Liveness, query: dict[str, Any], last
         return _catch_up(ctx, client, query, last)
     except RoostError as err:
         alive.lost(err)  # raises unless it is an outage still within --retry-for
-        return last
+        return int(err.detail["after"])  # what was printed before it
 
 
 def _recheck(
@@ -120,6 +120,7 @@ def _recheck(
         last = _catch_up(ctx, client, query, last)
     except RoostError as err:
         alive.lost(err)  # through a hub: the node's link not back yet (unreachable)
+        last = int(err.detail["after"])
     else:
         alive.found()
     return stream, last
@@ -135,15 +136,19 @@ def _note_gap(doc: dict[str, Any], after: int) -> None:
 
 
 def _catch_up(ctx: Ctx, client: Client, query: dict[str, Any], last: int) -> int:
-    """Print the log after ``last``, page by page (a page may be cut short by size: ``more``)."""
-    while True:
-        doc = client.call("events.since", {**query, "after": last})
-        if not ctx.json:
-            _note_gap(doc, last)
-        for event in doc["events"]:
-            last = _print_event(ctx, event, last, query.get("id"))
-        if not doc.get("more", len(doc["events"]) >= query["limit"]):
-            return last
+    """Print the log after ``last``, page by page (a page may be cut short by size: ``more``),
+    the next page asked for while this one prints (``Client.event_pages``). An error on the
+    way says in ``detail.after`` the last seq printed, where reading goes on from."""
+    try:
+        for doc in client.event_pages({**query, "after": last}):
+            if not ctx.json:
+                _note_gap(doc, last)
+            for event in doc["events"]:
+                last = _print_event(ctx, event, last, query.get("id"))
+    except RoostError as err:
+        err.detail["after"] = last
+        raise
+    return last
 
 
 def _print_event(ctx: Ctx, event: dict[str, Any], last: int, ref: str | None) -> int:

@@ -268,15 +268,13 @@ class Feed:
         """Read the log after the node's last seq, page by page."""
         own = batch is None
         batch = batch or Batch()
-        while True:
-            doc = self._call(node, "events.since", {"after": self.last[node], "limit": 1000})
+        query = {"after": self.last[node], "limit": 1000}
+        for doc in self.client.event_pages(query, target=f"{node}/node" if node else ""):
             if doc.get("gap"):  # retention dropped some: any record may have moved on
                 self._relist(node)
             for event in doc["events"]:
                 if event["seq"] > self.last[node]:
                     self._event(node, event, batch)
-            if not doc.get("more"):
-                break
         if own:
             self._settle(batch)
 

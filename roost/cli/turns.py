@@ -117,14 +117,9 @@ def _ended(client: Client, rid: str, turn_id: str) -> dict[str, Any] | None:
 
 def _catch_up(client: Client, rid: str, view: TurnView) -> None:
     """Read the record's log and take the turn's events not yet shown, in order."""
-    after = view.after
-    while True:
-        doc = client.call("events.since", {"id": rid, "after": after, "limit": 1000})
+    for doc in client.event_pages({"id": rid, "after": view.after, "limit": 1000}):
         for event in doc["events"]:
             view.take(event)
-        if not doc["events"] or not doc.get("more", len(doc["events"]) >= 1000):
-            return
-        after = doc["events"][-1]["seq"]
 
 
 def outcome(turn: dict[str, Any]) -> str:
