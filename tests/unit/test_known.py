@@ -308,3 +308,34 @@ def test_counts_follow_every_write() -> None:
         assert known.counts() == {r.STOPPING: 1, r.LIVE: 1}
 
     run(scenario())
+
+
+def test_a_name_no_copy_has_waits_for_the_writes_in_flight() -> None:
+    """A client that heard `record.renamed` (or `record.created`) asks for the new name at once."""
+    store = FakeStore(rec("r1", "old"))
+
+    async def scenario() -> None:
+        known = KnownRecords(store.call)
+        await known.load()
+        committed, answered = asyncio.Event(), asyncio.Event()
+
+        async def rename() -> None:
+            async with known.writing("r1"):
+                row = store.write(rec("r1", "new"))
+                committed.set()
+                await answered.wait()
+                known.put(row)
+
+        task = asyncio.create_task(rename())
+        await committed.wait()
+        read = asyncio.create_task(known.get("new"))
+        await asyncio.sleep(0.01)
+        assert not read.done()
+        answered.set()
+        assert (await read).id == "r1"
+        await task
+        with pytest.raises(RoostError) as gone:  # with no write in flight: not-found at once
+            await known.get("nosuch")
+        assert gone.value.code == "not-found"
+
+    run(scenario())

@@ -8,7 +8,8 @@ next read of it asks the store. A record read from the store is kept only when n
 same record ran meanwhile (that write's reply is newer than the read), and a new state-store
 incarnation drops everything: the next read loads the whole list again.
 
-A read of a record while a write of it is in flight waits for that write to end. The store
+A read of a record while a write of it is in flight waits for that write to end (a name that no
+copy has waits for the writes in flight: one may be the spawn or rename that gives it). The store
 publishes a write's events as it commits, before its reply reaches the node, so a client that
 reads a record on hearing of a change must not be answered with the copy from before it.
 
@@ -71,6 +72,9 @@ class KnownRecords:
                 await self._settle()
             known = ref in self._records or ref in self._writes  # by id (a create in flight too)
             record_id = ref if known else self._by_name(ref)
+            if record_id is None and self._idle:  # a name no copy has yet: a write in flight
+                await asyncio.wait([asyncio.ensure_future(e.wait()) for e in self._idle.values()])
+                continue  # (a spawn or rename) may be giving it; answer as of their replies
             idle = self._idle.get(record_id) if record_id is not None else None
             if idle is None:
                 break
