@@ -10,18 +10,24 @@ from __future__ import annotations
 import os
 import signal
 import time
+from typing import Any
 
 from roost.broker.client import Client
 from roost.broker.errors import RoostError
 from tests.e2e.conftest import Node, alive, wait_for
 
 
-def test_a_paste_to_an_agent_that_reads_nothing_does_not_stall_its_supervisor(node: Node) -> None:
+def deaf(node: Node, *spawn: str) -> tuple[str, dict[str, Any]]:
+    """A live echo session named ``deaf`` on a node now up: its id and ``active`` facts."""
     node.up()
-    rid = node.run("spawn", "echo", "--name", "deaf")["record"]["id"]
+    rid = node.run("spawn", "echo", "--name", "deaf", *spawn)["record"]["id"]
     wait_for(lambda: node.record("deaf")["state"] == "live", what="deaf live")
-    agent = node.record("deaf")["active"]["agent_pid"]
-    client = node.client()
+    return rid, node.record("deaf")["active"]
+
+
+def test_a_paste_to_an_agent_that_reads_nothing_does_not_stall_its_supervisor(node: Node) -> None:
+    rid, active = deaf(node)
+    agent, client = active["agent_pid"], node.client()
     os.kill(agent, signal.SIGSTOP)
     try:
         lines = [f"line {i} " + "x" * 1000 for i in range(40)]  # 40 KB: ten times a tty's buffer
@@ -47,12 +53,7 @@ def test_a_paste_to_an_agent_that_reads_nothing_does_not_stall_its_supervisor(no
 
 
 def test_a_session_whose_agent_reads_nothing_still_stops(node: Node) -> None:
-    node.up()
-    rid = node.run("spawn", "echo", "--name", "deaf", "--env", "ROOST_ECHO_IGNORE_TERM=1")[
-        "record"
-    ]["id"]
-    wait_for(lambda: node.record("deaf")["state"] == "live", what="deaf live")
-    active = node.record("deaf")["active"]
+    rid, active = deaf(node, "--env", "ROOST_ECHO_IGNORE_TERM=1")
     client = node.client()
     os.kill(active["agent_pid"], signal.SIGSTOP)
     for i in range(20):
@@ -64,15 +65,12 @@ def test_a_session_whose_agent_reads_nothing_still_stops(node: Node) -> None:
     assert time.monotonic() - started < 20.0  # the grace, then SIGKILL: not a lost supervisor
     assert "lost" not in (doc["record"].get("last_exit") or {})
     wait_for(lambda: not alive(active["agent_pid"]), 10, "the agent to end")
-    assert not alive(active["pid"]) or wait_for(lambda: not alive(active["pid"]), 10, "supervisor")
+    wait_for(lambda: not alive(active["pid"]), 10, "the supervisor to end")
 
 
 def test_input_past_a_mebibyte_unread_is_refused_and_nothing_of_it_committed(node: Node) -> None:
-    node.up()
-    rid = node.run("spawn", "echo", "--name", "deaf")["record"]["id"]
-    wait_for(lambda: node.record("deaf")["state"] == "live", what="deaf live")
-    agent = node.record("deaf")["active"]["agent_pid"]
-    client = node.client()
+    rid, active = deaf(node)
+    agent, client = active["agent_pid"], node.client()
     line = "z" * 8192  # a tty keeps a few KiB of lines: the rest of each waits in the supervisor
     accepted, refused = 0, None
     os.kill(agent, signal.SIGSTOP)
