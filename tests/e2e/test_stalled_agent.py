@@ -106,3 +106,13 @@ def _takes(client: Client, rid: str) -> bool:
             raise
         return False
     return True
+
+
+def test_a_stopped_agent_ends_on_its_sigterm_not_after_the_grace(node: Node) -> None:
+    """SIGTERM is followed by SIGCONT: an agent stopped (SIGSTOP, a ^Z) takes its SIGTERM at once
+    instead of being SIGKILLed once the grace is over."""
+    _, active = deaf(node)
+    os.kill(active["agent_pid"], signal.SIGSTOP)
+    doc = node.run("stop", "deaf", "--grace-ms", "30000", timeout=60)
+    assert doc["record"]["state"] == "dormant"
+    assert doc["record"]["last_exit"] == {"code": None, "signal": signal.SIGTERM}
