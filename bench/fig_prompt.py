@@ -143,7 +143,7 @@ def routed(client: Client) -> tuple[int, int]:
     return broker["routed"], broker["published"]
 
 
-def quiet_broker(client: Client, limit: float = 15.0) -> None:
+def quiet_broker(client: Client, limit: float = 5.0) -> None:
     """Wait (at most ``limit`` s) until the broker routes nothing but the calls reading its
     counters for 0.3 s: the sessions just spawned have had their first screens classified and
     their checks made, which would otherwise count as the prompts' requests."""
