@@ -143,9 +143,24 @@ def routed(client: Client) -> tuple[int, int]:
     return broker["routed"], broker["published"]
 
 
+def quiet_broker(client: Client, limit: float = 5.0) -> None:
+    """Wait (at most ``limit`` s) until the broker routes nothing but the calls reading its
+    counters for 0.3 s: the sessions just spawned have had their first screens classified and
+    their checks made, which would otherwise count as the prompts' requests."""
+    deadline = time.monotonic() + limit
+    before, _ = routed(client)
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now, _ = routed(client)
+        if now - before <= 1:
+            return
+        before = now
+
+
 def one_client(client: Client, record: str, n: int) -> dict[str, Any]:
     """p50/p99 (ms) of ``n`` prompts, and the broker's routed requests and publishes per prompt
-    (less those of the ``node.status`` calls that read the counters)."""
+    (less those of the ``node.status`` calls that read the counters), once the node is quiet."""
+    quiet_broker(client)
     a, _ = routed(client)
     b, pub_b = routed(client)
     lat, accepted = prompts(client, record, "one", n)

@@ -38,6 +38,21 @@ from roost.config import Config, config_path, load
 log = structlog.get_logger("roost.adapters")
 
 
+# the text an adapter is given for a plan; where it comes back in the argv, another text goes
+TEXT_SLOT = "\x00roost-turn-text\x00"
+
+
+def text_arg(launch: Launch) -> int | None:
+    """The one argument of the launch that is the slot as given, or None when the slot is
+    anywhere else too (inside an argument, the env, the session id): then the command depends
+    on the text in some other way and is asked for each text."""
+    at = [i for i, arg in enumerate(launch.argv) if TEXT_SLOT in arg]
+    if len(at) != 1 or launch.argv[at[0]] != TEXT_SLOT:
+        return None
+    elsewhere = [*launch.env.keys(), *launch.env.values(), launch.provider_session or ""]
+    return None if any(TEXT_SLOT in x for x in elsewhere) else at[0]
+
+
 class AdapterActor:
     """Serves one adapter's methods."""
 
@@ -143,14 +158,19 @@ class AdapterActor:
         return seen.to_wire()
 
     async def turn(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """The command of one turn; without ``text``, a plan for any text: ``text_arg`` says
+        which argument of ``argv`` the text takes (None: the plan holds only for one text)."""
         ctx, _ = self._configured(body)
+        planned = body.get("text") is None
         launch = self.adapter.turn(
             f.opt_str(body, "provider_session", max_len=256),
-            f.text(body, "text"),
+            TEXT_SLOT if planned else f.text(body, "text"),
             ctx,
             first=f.opt_bool(body, "first"),
         )
-        return launch.to_wire()
+        if not planned:
+            return launch.to_wire()
+        return {**launch.to_wire(), "text_arg": text_arg(launch)}
 
     async def parse(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         stream = f.opt_str(body, "stream", max_len=16) or "stdout"

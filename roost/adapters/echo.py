@@ -53,7 +53,11 @@ class EchoAdapter(Adapter):
     ) -> Launch:
         provider_session = provider_session or str(uuid.uuid4())
         flag = "--session-id" if first else "--resume"
-        argv = agent_argv("-p", text, "--output-format", "stream-json", flag, provider_session)
+        # ROOST_ECHO_PROMPT_ATTACHED=1 (tests): the text inside an argument, so that no plan
+        # holds for any text and each turn's acceptance asks the adapter host
+        attached = ctx.env.get("ROOST_ECHO_PROMPT_ATTACHED") == "1"
+        prompt = [f"--print={text}"] if attached else ["-p", text]
+        argv = agent_argv(*prompt, "--output-format", "stream-json", flag, provider_session)
         return Launch(argv=argv, env=self._env(ctx), provider_session=provider_session)
 
     def parse(self, line: str, stream: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:

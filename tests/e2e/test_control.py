@@ -382,9 +382,11 @@ def test_the_node_lease_guards_node_wide_mutations(node: Node, tmp_path: Path) -
     ],
 )
 def test_node_stop_is_refused_busy_while_a_turn_is_being_accepted(node: Node, held: str) -> None:
-    """``held`` is the child actor stopped (SIGSTOP) so the turn stays in acceptance."""
+    """``held`` is the child actor stopped (SIGSTOP) so the turn stays in acceptance (held
+    adapters: a session whose turns ask the adapter host, having no plan for any text)."""
     status = node.up()
-    rid = node.run("spawn", "echo", "--mode", "stream")["record"]["id"]
+    env = ["--env", "ROOST_ECHO_PROMPT_ATTACHED=1"] if held == "adapters" else []
+    rid = node.run("spawn", "echo", "--mode", "stream", *env)["record"]["id"]
     pid = status["actors"][held]["pid"]
     os.kill(pid, signal.SIGSTOP)
     client = _roost(node, "turn", rid, "x", "--op", f"held-{held}", "--json")

@@ -186,7 +186,9 @@ def test_a_turn_begin_that_timed_out_but_was_committed_still_ends(node: Node) ->
     supervisor's deadline on ``state.turn.begin`` and resumes: the store commits the turn late.
     The turn must end, its op reach ``terminal``, and a retry with the op answer that outcome."""
     status = node.up()
-    rec = node.run("spawn", "echo", "--name", "s", "--mode", "stream")["record"]
+    rec = node.run(  # (its turns ask the adapter host: no plan for any text)
+        "spawn", "echo", "--name", "s", "--mode", "stream", "--env", "ROOST_ECHO_PROMPT_ATTACHED=1"
+    )["record"]
     directory = node.state_dir / "sessions" / rec["id"]
     store, adapters = status["actors"]["state"]["pid"], status["actors"]["adapters"]["pid"]
     with node.client() as watcher, stopped(adapters):

@@ -123,12 +123,12 @@ def test_node_json_names_the_listen_endpoint(node: Node) -> None:
 
 
 def test_a_racing_turn_is_refused_busy_naming_the_turn_that_runs(up: Node) -> None:
-    """The first turn is held in acceptance (its adapter host stopped) while the second
-    arrives; the second's ``busy`` names the first's real turn id, and waiting on it works."""
+    """The first turn is held in acceptance (its adapter host stopped, asked for each text)
+    while the second arrives; the second's ``busy`` names the first's real turn id, and waiting
+    on it works."""
     status = up.run("node", "status")
-    rid = up.run("spawn", "echo", "--mode", "stream", "--env", "ROOST_ECHO_DELAY_MS=300")["record"][
-        "id"
-    ]
+    env = ["--env", "ROOST_ECHO_DELAY_MS=300", "--env", "ROOST_ECHO_PROMPT_ATTACHED=1"]
+    rid = up.run("spawn", "echo", "--mode", "stream", *env)["record"]["id"]
     adapters = status["actors"]["adapters"]["pid"]
     racer, watcher = up.client(), up.client()
     replies: dict[str, tuple[str, dict[str, Any]]] = {}

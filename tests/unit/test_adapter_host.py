@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any, cast
+
 import pytest
 
+from roost.actors import adapters as adapters_host
 from roost.actors.adapters import AdapterActor
-from roost.adapters.base import LaunchContext, SessionView
+from roost.actors.runtime.peer import Peer
+from roost.adapters.base import Launch, LaunchContext, SessionView
+from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 
 CONTEXT = {"mode": "pty", "cwd": "/srv/work/proj", "env": {"CODEX_HOME": "/h"}, "data_dir": "/d"}
@@ -46,3 +52,52 @@ def test_a_bad_field_is_named(body: dict[str, object], field: str) -> None:
     with pytest.raises(RoostError) as err:
         AdapterActor._view(body)
     assert err.value.code == "bad-request" and err.value.detail == {"field": field}
+
+
+class Stub:
+    """A peer the actor registers its handlers on (nothing is sent in these tests)."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, Any] = {}
+
+
+def turn_body(**extra: object) -> dict[str, object]:
+    session = "6f9619ff-8b86-4d01-b42d-00cf4fc964ff"  # a UUID: claude checks it
+    return {"provider_session": session, "first": False, **CONTEXT, "mode": "stream", **extra}
+
+
+@pytest.mark.parametrize("provider", ["claude", "codex", "kimi", "echo"])
+def test_a_turn_plan_without_text_says_where_the_text_goes(provider: str) -> None:
+    """The plan, its text argument replaced, is the command asked with that text."""
+    from roost.adapters.registry import adapters
+
+    actor = AdapterActor(adapters()[provider], cast(Peer, Stub()))
+    text = "-rm -rf / ; $(x) 'quoted'"
+    plan = asyncio.run(actor.turn(cast(p.Header, None), turn_body()))
+    asked = asyncio.run(actor.turn(cast(p.Header, None), turn_body(text=text)))
+    assert isinstance(plan["text_arg"], int) and "text_arg" not in asked
+    argv = list(plan["argv"])
+    argv[plan["text_arg"]] = text
+    assert argv == asked["argv"] and plan["env"] == asked["env"]
+
+
+def test_a_command_that_takes_the_text_otherwise_has_no_plan() -> None:
+    slot = adapters_host.TEXT_SLOT
+    assert adapters_host.text_arg(Launch(["x", "-p", slot])) == 2
+    assert adapters_host.text_arg(Launch(["x", f"--prompt={slot}"])) is None
+    assert adapters_host.text_arg(Launch(["x", slot, slot])) is None
+    assert adapters_host.text_arg(Launch(["x", slot], env={"PROMPT": slot})) is None
+    assert adapters_host.text_arg(Launch(["x"])) is None
+
+
+def test_an_echo_record_may_ask_for_its_text_inside_an_argument() -> None:
+    """ROOST_ECHO_PROMPT_ATTACHED=1: no plan for any text (tests that hold the adapter host on a
+    turn's acceptance rely on it), and the command takes the text all the same."""
+    from roost.adapters.registry import adapters
+
+    actor = AdapterActor(adapters()["echo"], cast(Peer, Stub()))
+    env = {**cast(dict[str, str], CONTEXT["env"]), "ROOST_ECHO_PROMPT_ATTACHED": "1"}
+    plan = asyncio.run(actor.turn(cast(p.Header, None), turn_body(env=env)))
+    assert plan["text_arg"] is None
+    asked = asyncio.run(actor.turn(cast(p.Header, None), turn_body(env=env, text="-x")))
+    assert "--print=-x" in asked["argv"]

@@ -114,22 +114,75 @@ async def _a_burst_of_output_is_one_round() -> None:
     assert peer.calls == ["starting"]
 
 
-async def _a_flood_is_classified_once_a_settle_at_most(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Output every millisecond for 0.3 s: a round (one screen read, one process probe) at most
-    every SETTLE_S, and still rounds during the flood, not only after it."""
-    monkeypatch.setattr(classifying, "SETTLE_S", 0.02)
-    peer = Peer()
-    sup, classifier = make(peer)
+async def flood(sup: Sup, classifier: ScreenClassifier, seconds: float) -> None:
+    """Output every millisecond for ``seconds``, each changing the screen."""
     loop = asyncio.get_running_loop()
-    end = loop.time() + 0.3
+    end = loop.time() + seconds
     while loop.time() < end:
         sup.term.shown = f"line {loop.time()}"
         classifier.changed()
         await asyncio.sleep(0.001)
+
+
+async def _a_flood_is_classified_once_a_flowing_spell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output every millisecond for 0.3 s: a round (one screen read, one process probe) at most
+    every FLOWING_S, and still rounds during the flood, not only after it."""
+    monkeypatch.setattr(classifying, "SETTLE_S", 0.02)
+    monkeypatch.setattr(classifying, "FLOWING_S", 0.06)
+    peer = Peer()
+    sup, classifier = make(peer)
+    await flood(sup, classifier, 0.3)
     during = len(peer.calls)
     await settle(classifier)
-    assert 2 <= during <= 0.3 / 0.02 + 1
+    assert 2 <= during <= 0.3 / 0.06 + 1
     assert sup.samples == len(peer.calls) <= during + 1
+
+
+async def _a_stream_is_not_read_every_settle_and_its_end_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While output keeps coming, rounds are FLOWING_S apart, not SETTLE_S (the first round
+    still comes SETTLE_S after the first output); the screen the output ends on gets its
+    verdict once the output has been quiet for SETTLE_S, without waiting out FLOWING_S."""
+    monkeypatch.setattr(classifying, "SETTLE_S", 0.02)
+    monkeypatch.setattr(classifying, "FLOWING_S", 60.0)
+    peer = Peer()
+    sup, classifier = make(peer)
+    await flood(sup, classifier, 0.4)
+    during = len(peer.calls)
+    await asyncio.wait_for(settle(classifier), 5)  # well before FLOWING_S
+    assert 1 <= during <= 3  # one round every SETTLE_S would have been about 20
+    assert sup.verdicts[-1] == sup.term.shown
+
+
+async def _an_unchanged_request_keeps_its_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output that leaves the screen and the rest of the request as the last verdict saw them
+    makes no call; one that changes the screen does; so does the same request once the verdict
+    is older than REUSE_S."""
+    peer = Peer()
+    sup, classifier = make(peer)
+    classifier.changed()
+    await settle(classifier)
+    classifier.changed()  # e.g. a cursor blink: the same screen
+    await settle(classifier)
+    assert peer.calls == ["starting"] and classifier.skipped == 1
+    sup.term.shown = "Do you want to proceed?"
+    classifier.changed()
+    await settle(classifier)
+    assert peer.calls == ["starting", "Do you want to proceed?"]
+    monkeypatch.setattr(classifying, "REUSE_S", 0.0)
+    classifier.changed()
+    await settle(classifier)
+    assert peer.calls[-1] == "Do you want to proceed?" and len(peer.calls) == 3
+
+
+def test_same_request_leaves_out_the_time_of_the_probe() -> None:
+    a = {"screen": "x", "evidence": {"agent": None, "taken": 1.0}, "title": ""}
+    assert classifying.same_request(a, {**a, "evidence": {"agent": None, "taken": 2.0}})
+    assert not classifying.same_request(a, {**a, "evidence": {"agent": 7, "taken": 1.0}})
+    assert not classifying.same_request(a, {**a, "title": "* working"})
+    assert not classifying.same_request(None, a)
+    assert classifying.same_request({**a, "evidence": None}, {**a, "evidence": None})
 
 
 async def _close_ends_the_rounds() -> None:
@@ -155,8 +208,18 @@ def test_a_burst_of_output_is_one_round() -> None:
     asyncio.run(_a_burst_of_output_is_one_round())
 
 
-def test_a_flood_is_classified_once_a_settle_at_most(monkeypatch: pytest.MonkeyPatch) -> None:
-    asyncio.run(_a_flood_is_classified_once_a_settle_at_most(monkeypatch))
+def test_a_flood_is_classified_once_a_flowing_spell(monkeypatch: pytest.MonkeyPatch) -> None:
+    asyncio.run(_a_flood_is_classified_once_a_flowing_spell(monkeypatch))
+
+
+def test_a_stream_is_not_read_every_settle_and_its_end_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asyncio.run(_a_stream_is_not_read_every_settle_and_its_end_at_once(monkeypatch))
+
+
+def test_an_unchanged_request_keeps_its_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    asyncio.run(_an_unchanged_request_keeps_its_verdict(monkeypatch))
 
 
 def test_close_ends_the_rounds() -> None:

@@ -71,6 +71,24 @@ def test_text_is_pytes_display() -> None:
     assert emulator.text() == "plain\n中文 wide\né combined\nred"
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_text_reads_a_row_by_the_cells_it_holds_as_pyte_does_by_column(seed: int) -> None:
+    """Short rows on a wide screen, erased and reversed (DECSCNM) ones, wide characters: the
+    text read from the cells a row holds is the text read column by column."""
+    rng = random.Random(seed)
+    emulator = Emulator(rng.randint(2, 8), rng.randint(4, 60))
+    pieces = ["ab", "中", "e\u0301", "\r\n", "\x1b[2K", "\x1b[5G", "\x1b[?5h", "\x1b[?5l", " "]
+    emulator.feed("".join(rng.choice(pieces) for _ in range(200)).encode())
+    screen = emulator.screen
+    assert emulator.text() == pyte_display(screen)
+    by_column = [
+        "".join(screen.buffer[y][x].data for x in range(screen.columns)).rstrip()
+        for y in range(screen.lines)
+    ]
+    if all(row.isascii() for row in by_column):
+        assert emulator.text() == "\n".join(by_column).rstrip("\n")
+
+
 def test_a_wide_characters_stub_left_alone_shows_blank() -> None:
     """Overwriting the first half of a wide character leaves its stub: pyte's ``display`` then
     raised IndexError (so did the classifier's screen read)."""

@@ -26,6 +26,26 @@ def test_text_of_a_blank_screen_is_empty() -> None:
     assert Terminal(rows=3, cols=10).text() == ""
 
 
+def test_the_text_is_read_once_per_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readers between two outputs share one reading; output and a resize make a new one."""
+    reads: list[str] = []
+    text = Emulator.text
+
+    def counted(self: Emulator) -> str:
+        reads.append(text(self))
+        return reads[-1]
+
+    monkeypatch.setattr(Emulator, "text", counted)
+    term = Terminal(rows=3, cols=10)
+    term.feed(b"one")
+    assert term.text() == term.text() == "one" and len(reads) == 1
+    term.feed(b"\x1b[?25l")  # a control that changes nothing still means a new reading
+    term.feed(b" two")
+    assert term.text() == "one two" and len(reads) == 2
+    term.resize(3, 4)
+    assert term.text() == "one" and len(reads) == 3
+
+
 def test_escape_sequences_are_interpreted_not_shown() -> None:
     term = Terminal(rows=5, cols=20)
     term.feed(b"\x1b[31mred\x1b[0m line\r\nsecond")

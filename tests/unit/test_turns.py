@@ -269,3 +269,85 @@ def test_a_stop_while_the_process_starts_ends_it_stopped(tmp_path: Path) -> None
     ends = [e for e in asyncio.run(main()) if e["t"] == "turn-end"]
     assert len(ends) == 1 and ends[0]["reason"] == "stopped"
     assert ends[0]["exit"] == -signal.SIGTERM  # ended once started, not left to run out
+
+
+# -- the next turn's plan, asked ahead ----------------------------------------------------------
+
+
+class Planner:
+    """``adapter.turn`` answers a plan for any text (argv[3] takes it: a process that writes its
+    argument to ``mark``) when asked without one, or the command for the text it is given;
+    ``state.turn.begin`` at once. Every call is kept, with whether it carried a text."""
+
+    def __init__(self, mark: Path, text_arg: int | None = 3) -> None:
+        self.mark, self.text_arg = mark, text_arg
+        self.calls: list[tuple[str, str | None]] = []
+
+    async def call(self, target: str, method: str, body: dict[str, Any], **_: Any) -> Any:
+        self.calls.append((method, body.get("text")))
+        if method == "state.turn.begin":
+            return {"seq": len(self.calls)}
+        code = f"import sys; open({str(self.mark)!r}, 'w').write(sys.argv[1])"
+        argv = [sys.executable, "-c", code, body.get("text") or "(slot)"]
+        if "text" in body:
+            return {"argv": argv, "env": {}}
+        return {"argv": argv, "env": {}, "text_arg": self.text_arg}
+
+
+async def _turn(runner: TurnRunner, text: str) -> None:
+    await runner.start(text, "")
+    assert runner._task is not None
+    await asyncio.wait_for(runner._task, 10)
+
+
+def test_a_turn_with_its_plan_asked_ahead_waits_on_the_commit_alone(tmp_path: Path) -> None:
+    """Accepting a turn is then one round trip (the commit); the plan asked at launch runs the
+    turn's own text, and the next turn's plan is asked once this one has ended."""
+
+    async def main() -> Planner:
+        peer = Planner(tmp_path / "mark")
+        runner = _held_runner(tmp_path, cast(HeldPeer, peer), Spool())
+        runner.prefetch()
+        await _until(lambda: runner._plan is not None and runner._plan[2].done())
+        await _turn(runner, "-n 'one'")
+        assert (tmp_path / "mark").read_text() == "-n 'one'"
+        await _until(lambda: runner._plan is not None and runner._plan[2].done())
+        await _turn(runner, "two")
+        assert (tmp_path / "mark").read_text() == "two"
+        return peer
+
+    calls = asyncio.run(main()).calls
+    assert calls[:5] == [
+        ("adapter.turn", None),
+        ("state.turn.begin", None),
+        ("adapter.turn", None),  # after the first turn's end: not first any more
+        ("state.turn.begin", None),
+        ("adapter.turn", None),
+    ]
+
+
+@pytest.mark.parametrize("why", ["another-session", "no-text-arg", "not-answered", "stale"])
+def test_a_plan_that_does_not_hold_is_asked_again_with_the_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, why: str
+) -> None:
+    async def main() -> Planner:
+        peer = Planner(tmp_path / "mark", text_arg=None if why == "no-text-arg" else 3)
+        runner = _held_runner(tmp_path, cast(HeldPeer, peer), Spool())
+        if why == "not-answered":
+            never = asyncio.get_running_loop().create_future()
+            runner._plan = (runner._plan_key(), asyncio.get_running_loop().time(), never)
+        else:
+            runner.prefetch()
+            await _until(lambda: runner._plan is not None and runner._plan[2].done())
+        if why == "another-session":
+            runner.spec["provider_session"] = "s2"  # learned since the plan was asked
+        if why == "stale":
+            monkeypatch.setattr(turns, "PLAN_FRESH_S", -1.0)
+        await _turn(runner, "one")
+        assert (tmp_path / "mark").read_text() == "one"
+        return peer
+
+    calls = asyncio.run(main()).calls
+    asked = [c for c in calls if c[0] == "adapter.turn"]
+    assert ("adapter.turn", "one") in asked
+    assert calls.index(("adapter.turn", "one")) < calls.index(("state.turn.begin", None))

@@ -103,6 +103,7 @@ class Supervisor:
     def launch(self) -> None:
         if self.spec["mode"] == "stream":
             self.turns = TurnRunner(self.peer, self.outbox, self.spec, self.term, self.transcript)
+            self.turns.prefetch()
             return
         self.agent = PtyAgent(self.spec, self._on_output, self._on_exit)
         self.agent.launch()

@@ -2,9 +2,20 @@
 as it stands has a verdict.
 
 Output marks the screen unclassified and starts a round unless one is running; a round reads the
-screen only when it calls, so output that arrives during a call makes another round follow it. A
-call that fails (the adapter host slow, restarting or away) is tried again, backing off: a screen
-waiting for a human never changes again, so without the retry its verdict would never come.
+screen only when it calls, so output that arrives during a call makes another round follow it.
+Rounds are paced: a round comes ``SETTLE_S`` after the output that called for it began, but no
+sooner than ``FLOWING_S`` after the round before began, unless the output has been quiet for
+``SETTLE_S`` by then. So output that keeps flowing is classified about once a ``FLOWING_S``
+(where every ``SETTLE_S`` plus a call cost a stream of output five calls a second), and the
+screen output ends on has its verdict within ``SETTLE_S`` of the last byte, plus the call in
+flight then and its own (each under ``CALL_TIMEOUT_S``), as a screen waiting for a human does.
+A round whose request (screen, title, process evidence, identity: all but the time of the probe)
+is the one the last verdict answered, less than ``REUSE_S`` ago, keeps that verdict without a
+call (output that changed nothing a human sees: a cursor blink, a redraw); older, it is asked
+again, for an adapter that also reads the provider's files (codex's rollout).
+
+A call that fails (the adapter host slow, restarting or away) is tried again, backing off: a
+screen waiting for a human never changes again, so without the retry its verdict would never come.
 """
 
 from __future__ import annotations
@@ -20,8 +31,23 @@ from roost.broker.errors import RoostError
 log = structlog.get_logger("roost.classifying")
 
 SETTLE_S = 0.15  # let a burst of output land before reading the screen
+FLOWING_S = 1.0  # while output keeps flowing, a round at most this often
+REUSE_S = 5.0  # how long a verdict answers an unchanged request
 CALL_TIMEOUT_S = 3.0
 RETRY_S = (0.25, 4.0)  # the first retry's wait, doubled after each failure up to the second
+
+
+def same_request(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
+    """Whether two classify requests ask the same (the evidence's ``taken`` aside)."""
+    if a is None or a.keys() != b.keys():
+        return False
+    for key, value in b.items():
+        other = a[key]
+        if key == "evidence" and isinstance(value, dict) and isinstance(other, dict):
+            value, other = {**value, "taken": None}, {**other, "taken": None}
+        if value != other:
+            return False
+    return True
 
 
 class ScreenClassifier:
@@ -29,25 +55,40 @@ class ScreenClassifier:
         self.sup = sup
         self.unclassified = False
         self.failures = 0  # consecutive failed calls
+        self.skipped = 0  # rounds whose request the last verdict had answered
+        self._changed_at = 0.0  # the loop's time of the last output
+        self._round_at = float("-inf")  # and of the last round's start
+        self._answered: dict[str, Any] | None = None  # the request of the last verdict
+        self._answered_at = 0.0
         self._task: asyncio.Task[None] | None = None
 
     def changed(self) -> None:
         """The screen changed: classify it (now, or after the round in progress)."""
         self.unclassified = True
+        loop = asyncio.get_running_loop()
+        self._changed_at = loop.time()
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._rounds())
+            self._task = loop.create_task(self._rounds())
 
     def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
 
     async def _rounds(self) -> None:
+        loop = asyncio.get_running_loop()
         retry = RETRY_S[0]
+        due = max(loop.time() + SETTLE_S, self._round_at + FLOWING_S)
         while self.unclassified:
-            await asyncio.sleep(SETTLE_S)
+            await self._quiet_or(due)
+            started = self._round_at = loop.time()
+            due = started + FLOWING_S
             self.unclassified = False  # from here on, new output means another round
+            request = self._request()
+            if started - self._answered_at < REUSE_S and same_request(self._answered, request):
+                self.skipped += 1
+                continue
             try:
-                result = await self._call()
+                result = await self._call(request)
             except RoostError as err:
                 self.unclassified, self.failures = True, self.failures + 1
                 if self.failures & (self.failures - 1) == 0:  # 1, 2, 4, 8...: a long outage
@@ -55,23 +96,31 @@ class ScreenClassifier:
                         "classify-failed", code=err.code, failures=self.failures, retry_s=retry
                     )
                 await asyncio.sleep(retry)
-                retry = min(retry * 2, RETRY_S[1])
+                retry, due = min(retry * 2, RETRY_S[1]), loop.time()
                 continue
             retry, self.failures = RETRY_S[0], 0
+            self._answered, self._answered_at = request, started
             self.sup.classified(result)
             if self.sup.identity is None:
                 await self.sup.checks.discover()
 
-    async def _call(self) -> dict[str, Any]:
+    async def _quiet_or(self, due: float) -> None:
+        """Wait until ``due``, or less: until the output has been quiet for ``SETTLE_S``."""
+        loop = asyncio.get_running_loop()
+        while (wake := min(due, self._changed_at + SETTLE_S)) > loop.time():
+            await asyncio.sleep(wake - loop.time())
+
+    def _request(self) -> dict[str, Any]:
+        sup = self.sup
+        return {
+            "screen": sup.term.text(),
+            "exited": sup.exit is not None,
+            "evidence": sup.evidence(),
+            **sup.checks.view(),  # the title, identity, launch time and context
+        }
+
+    async def _call(self, request: dict[str, Any]) -> dict[str, Any]:
         sup = self.sup
         return await sup.peer.call(
-            f"adapter/{sup.provider}",
-            "adapter.classify",
-            {
-                "screen": sup.term.text(),
-                "exited": sup.exit is not None,
-                "evidence": sup.evidence(),
-                **sup.checks.view(),  # the title, identity, launch time and context
-            },
-            timeout=CALL_TIMEOUT_S,
+            f"adapter/{sup.provider}", "adapter.classify", request, timeout=CALL_TIMEOUT_S
         )

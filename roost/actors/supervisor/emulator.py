@@ -193,12 +193,15 @@ class Emulator:
         """The rows as a human sees them, trailing blanks cut (pyte's ``display``, row by row
         without a call per cell where a row is plain ASCII)."""
         screen = self.screen
-        columns, rows = screen.columns, []
+        columns, rows, buffer = screen.columns, [], screen.buffer
         for y in range(screen.lines):
-            line = screen.buffer[y]
-            row = "".join([line[x].data for x in range(columns)]) if line else ""
+            line = buffer.get(y)
+            if not line:
+                rows.append("")
+                continue
+            row = _plain(line, columns)
             if len(row) != columns or not row.isascii():
-                row = _render(line, columns) if line else ""
+                row = _render(line, columns)
             rows.append(row.rstrip())
         return "\n".join(rows).rstrip("\n")
 
@@ -235,6 +238,16 @@ class Emulator:
         if styles:
             self.feed(styles)
         self.screen.cursor.x, self.screen.cursor.y = 0, bottom
+
+
+def _plain(line: Any, columns: int) -> str:
+    """A row's cells joined, blanks where it has none: a step per cell it holds, not per column
+    (a row of a few characters on a wide screen was 200 lookups of pyte's missing cell)."""
+    cells = [line.default.data] * columns
+    for x, char in line.items():
+        if 0 <= x < columns:
+            cells[x] = char.data
+    return "".join(cells)
 
 
 def _render(line: Any, columns: int) -> str:

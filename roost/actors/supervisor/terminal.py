@@ -41,9 +41,13 @@ class Terminal:
         self._backlog: list[bytes] = []
         self._held = 0  # bytes in the backlog
         self.skipped = 0  # bytes of output pyte was never fed (they scrolled away)
+        self._text: str | None = None  # the screen's text, until the next output or resize
 
     def feed(self, data: bytes) -> None:
         data = self._escapes.feed(data)
+        if not data:
+            return
+        self._text = None
         self._backlog.append(data)
         self._held += len(data)
         if self._held > BACKLOG:
@@ -53,15 +57,21 @@ class Terminal:
     def screen(self) -> pyte.Screen:
         """The pyte screen, with everything fed so far on it."""
         self._catch_up()
+        self._text = None  # the caller may change it
         return self._emulator.screen
 
     def resize(self, rows: int, cols: int) -> None:
         self._catch_up()  # the output so far was written for the old size
         self._emulator.resize(rows, cols)
+        self._text = None
 
     def text(self) -> str:
-        self._catch_up()
-        return self._emulator.text()
+        """The screen's text, read once per change (the classifier, a client and the checks
+        may each ask between two outputs)."""
+        if self._text is None:
+            self._catch_up()
+            self._text = self._emulator.text()
+        return self._text
 
     def title(self) -> str:
         """The window title the program set last (OSC 0 or 2), "" before any."""

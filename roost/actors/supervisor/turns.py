@@ -1,8 +1,12 @@
 """Stream-mode turns in a supervisor: one headless provider process per turn, same conversation.
 
 A turn is accepted only after the state store committed it (turn row, its operation, its
-user-input event, in one transaction). A begin the store did not answer in time is repeated until
-it does (the store may have committed it late): a turn is never left ``running`` with no process.
+user-input event, in one transaction). Its command comes from ``adapter.turn``, asked ahead for
+the next turn (at launch and after each turn's end) as a plan for any text, so the acceptance
+waits on the commit alone; a plan that is stale (another provider session, older than
+``PLAN_FRESH_S``), not answered yet or failed is asked again with the text, as before. A begin
+the store did not answer in time is repeated until it does (the store may have committed it
+late): a turn is never left ``running`` with no process.
 Its process starts once the turn is committed, beside the answer (the client is not kept waiting
 for a fork), and runs to its end whatever happens to the client; each output line goes to the
 outbox (and the transcript) as it arrives, and the turn's end follows them (a process that cannot
@@ -28,6 +32,13 @@ log = structlog.get_logger("roost.turns")
 CHUNK = 65536
 BEGIN_RETRY_S = 0.5
 ACCEPT_WAIT_S = 5.0  # how long a racing turn waits for the one being accepted (node: 10 s)
+PLAN_FRESH_S = 60.0  # a prefetched plan older than this is asked again (the config may change)
+
+
+def _quiet(task: asyncio.Task[Any]) -> None:
+    """A prefetch nobody used: its failure is not news (the turn asks again and says why)."""
+    if not task.cancelled():
+        task.exception()
 
 
 class TurnRunner:
@@ -49,6 +60,8 @@ class TurnRunner:
         self._closing = False  # the session is stopping: no turn starts any more
         self._settled = asyncio.Event()  # clear while a turn is being accepted
         self._settled.set()
+        # the next turn's plan: (provider session and first, when asked, the call)
+        self._plan: tuple[tuple[Any, ...], float, asyncio.Task[dict[str, Any]]] | None = None
 
     async def start(self, text: str, op: str) -> dict[str, Any]:
         """Accept one turn. A turn arriving while another is being accepted waits (up to
@@ -86,23 +99,10 @@ class TurnRunner:
         await self._settled.wait()
 
     async def _start(self, text: str, op: str) -> dict[str, Any]:
-        spec = self.spec
         if not await self.outbox.drained(5.0):
             raise self.outbox.undelivered()
         # (drained first: a turn may have taught us the provider session id this one needs)
-        plan = await self.peer.call(
-            f"adapter/{spec['provider']}",
-            "adapter.turn",
-            {
-                "provider_session": spec["provider_session"],
-                "text": text,
-                "first": self.first,
-                "mode": "stream",
-                "cwd": spec["cwd"],
-                "env": spec["env"],  # the record's env: where the provider binary and home are
-                "data_dir": spec["data_dir"],
-            },
-        )
+        plan = self._planned(text) or await self._ask_plan(text)
         turn_id = "t" + uuid.uuid4().hex[:11]
         accepted = await self._begin(self._begin_body(turn_id, text, op))
         if accepted.get("duplicate"):
@@ -116,6 +116,62 @@ class TurnRunner:
         self.running = turn_id
         self._task = asyncio.get_running_loop().create_task(self._run(turn_id, text, plan))
         return reply
+
+    def _plan_key(self) -> tuple[Any, ...]:
+        return (self.spec["provider_session"], self.first)
+
+    def prefetch(self) -> None:
+        """Ask now for the plan of the next turn (any text), so that its acceptance waits on the
+        state store's commit alone."""
+        if self._closing:
+            return
+        if self._plan is not None:
+            self._plan[2].cancel()
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self._ask_plan(None))
+        task.add_done_callback(_quiet)
+        self._plan = (self._plan_key(), loop.time(), task)
+
+    def _planned(self, text: str) -> dict[str, Any] | None:
+        """The prefetched plan with ``text`` in it, if it was answered for this turn (same
+        provider session, same first-or-not) under ``PLAN_FRESH_S`` ago and holds for any text;
+        None otherwise: the command is then asked with the text, as before (a plan still on its
+        way is not waited for, so a slow adapter host costs no more than it did)."""
+        held, self._plan = self._plan, None
+        if held is None:
+            return None
+        key, asked, task = held
+        stale = asyncio.get_running_loop().time() - asked > PLAN_FRESH_S
+        if key != self._plan_key() or stale or not task.done():
+            task.cancel()
+            return None
+        if task.cancelled() or task.exception() is not None:
+            return None
+        plan = task.result()
+        at = plan.get("text_arg")
+        if not isinstance(at, int) or not 0 <= at < len(plan.get("argv") or ()):
+            return None
+        argv = list(plan["argv"])
+        argv[at] = text
+        return {**plan, "argv": argv}
+
+    async def _ask_plan(self, text: str | None) -> dict[str, Any]:
+        """``adapter.turn``: the command of a turn of ``text``, or (None) a plan for any text."""
+        spec = self.spec
+        body = {
+            "provider_session": spec["provider_session"],
+            "first": self.first,
+            "mode": "stream",
+            "cwd": spec["cwd"],
+            "env": spec["env"],  # the record's env: where the provider binary and home are
+            "data_dir": spec["data_dir"],
+        }
+        if text is not None:
+            body["text"] = text
+        plan: dict[str, Any] = await self.peer.call(
+            f"adapter/{spec['provider']}", "adapter.turn", body
+        )
+        return plan
 
     async def _run(self, turn_id: str, text: str, plan: dict[str, Any]) -> None:
         """The accepted turn's process, to its end."""
@@ -267,6 +323,7 @@ class TurnRunner:
         self.first = False
         self.running, self.proc = None, None
         self._stopping = False  # a deadline or stop ends this turn only
+        self.prefetch()
 
     def render(self, events: list[dict[str, Any]]) -> None:
         """Show delivered turn events on the session's screen."""
@@ -284,6 +341,9 @@ class TurnRunner:
         grace; the turn ends ``failed`` with reason ``stopped`` (its end is always written), as
         does a turn whose acceptance is still waiting for the state store once it is accepted."""
         self._closing = True
+        if self._plan is not None:
+            self._plan[2].cancel()
+            self._plan = None
         proc, task = self.proc, self._task
         if task is None or task.done() or (proc is not None and proc.returncode is not None):
             return
