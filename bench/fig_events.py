@@ -44,7 +44,8 @@ def through_node_undecoded(client: Client) -> tuple[int, float]:
         client.send_raw([header.encode(), p.pack({"after": after, "limit": PAGE})])
         frames = client.recv_raw(60.0)
         assert frames is not None and p.Header.decode(frames[0]).kind == p.RESPONSE
-        n, after, more = page_end(frames[1]) or (0, after, False)
+        n, after, said = page_end(frames[1]) or (0, after, False)
+        more = bool(said)
         count += n
     return count, time.perf_counter() - start
 

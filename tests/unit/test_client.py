@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +26,10 @@ class FakeNode:
     says it), or as ``answer`` says; keeps every request body, in the order they came."""
 
     def __init__(self, endpoint: str, log: list[dict[str, Any]]) -> None:
-        self.log, self.requests = log, []
+        self.log = log
+        self.requests: list[dict[str, Any]] = []
         self.answer: Answer = self.page
-        self._sock = zmq.Context.instance().socket(zmq.ROUTER)
+        self._sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.bind(endpoint)
         self._stop = threading.Event()
@@ -135,6 +136,7 @@ def test_stopping_early_leaves_no_stale_page_for_the_next_call(
     node, client = fake
     pages = client.event_pages({"after": 0, "limit": 5})
     next(pages)
+    assert isinstance(pages, Generator)
     pages.close()  # page 2 is in flight
     node.wait_requests(2)
     assert [e["seq"] for e in client.call("events.since", {"after": 20, "limit": 5})["events"]] == [

@@ -326,6 +326,12 @@ def test_a_turn_with_its_plan_asked_ahead_waits_on_the_commit_alone(tmp_path: Pa
     ]
 
 
+async def _unanswered() -> dict[str, Any]:
+    """A plan request that never gets its answer."""
+    await asyncio.Event().wait()
+    return {}
+
+
 @pytest.mark.parametrize("why", ["another-session", "no-text-arg", "not-answered", "stale"])
 def test_a_plan_that_does_not_hold_is_asked_again_with_the_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, why: str
@@ -334,7 +340,7 @@ def test_a_plan_that_does_not_hold_is_asked_again_with_the_text(
         peer = Planner(tmp_path / "mark", text_arg=None if why == "no-text-arg" else 3)
         runner = _held_runner(tmp_path, cast(HeldPeer, peer), Spool())
         if why == "not-answered":
-            never = asyncio.get_running_loop().create_future()
+            never = asyncio.get_running_loop().create_task(_unanswered())
             runner._plan = (runner._plan_key(), asyncio.get_running_loop().time(), never)
         else:
             runner.prefetch()
