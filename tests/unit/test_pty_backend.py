@@ -81,11 +81,17 @@ def test_an_error_after_a_read_keeps_what_was_read(monkeypatch: pytest.MonkeyPat
 def test_waiting_is_what_the_pty_holds(tmp_path: Path) -> None:
     pty, _ = start(tmp_path, 30)
     try:
-        assert pty.fd is not None and waiting(pty.fd)
+        fd = pty.fd
+        assert fd is not None
         got = b""
-        while waiting(pty.fd) or not got.endswith(b"END"):
+        while not got.endswith(b"END"):
+            until(
+                lambda: waiting(fd)
+            )  # the tty hands what was written to the master a little later
             got += pty.read(65536)
-        assert got == b"x" * 10_000 + b"END"
+        assert got == b"x" * 10_000 + b"END" and not waiting(fd)
+        with pytest.raises(BlockingIOError):  # non-blocking: nothing there is not the end
+            pty.read(65536)
     finally:
         pty.signal_group(9)
 
@@ -94,10 +100,14 @@ def test_what_was_read_before_the_agent_went_is_kept(tmp_path: Path) -> None:
     pty, _ = start(tmp_path, 0)
     assert pty.fd is not None
     until(lambda: pty.poll() is not None)  # gone: the pty's last bytes are still there
-    got = b""
+    got, deadline = b"", time.monotonic() + 10
     while True:
         try:
             more = pty.read(65536)
+        except BlockingIOError:  # not handed over yet (the fd does not block)
+            assert time.monotonic() < deadline, "timed out"
+            time.sleep(0.01)
+            continue
         except OSError:
             break
         if not more:
