@@ -53,3 +53,50 @@ def test_an_exit_behind_a_pty_held_open_is_seen(
                 task.cancel()
 
     asyncio.run(main())
+
+
+SLOW_READER = """
+import os, sys, termios, time, tty
+tty.setraw(0, termios.TCSANOW)  # (TCSAFLUSH, the default, would drop what was typed so far)
+time.sleep(float(sys.argv[2]))  # reads nothing meanwhile: its terminal's input buffer fills
+want, got = int(sys.argv[3]), bytearray()
+while len(got) < want:
+    got += os.read(0, 65536)
+with open(sys.argv[1], "wb") as fh:
+    fh.write(got)
+"""
+
+
+def test_typing_into_an_agent_that_does_not_read_never_blocks_and_keeps_the_order(
+    tmp_path: Path,
+) -> None:
+    data = b"".join(b"%07d\n" % i for i in range(40_000))  # 320 KB: many times a tty's buffer
+    out = tmp_path / "read"
+
+    async def main() -> None:
+        spec = {
+            "argv": [sys.executable, "-c", SLOW_READER, str(out), "1.0", str(len(data))],
+            "cwd": str(tmp_path),
+            "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            "rows": 24,
+            "cols": 80,
+        }
+        agent = PtyAgent(spec, lambda data: None, lambda status: None)
+        agent.launch()
+        try:
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            for at in range(0, len(data), 10_000):
+                agent.write(data[at : at + 10_000])
+            assert loop.time() - began < 0.5  # never waited for the agent
+            assert agent.pending > 0
+            await asyncio.wait_for(agent.exited.wait(), 20)
+            assert agent.pending == 0
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(agent.pid or 0, signal.SIGKILL)
+            for task in list(agent._tasks):
+                task.cancel()
+
+    asyncio.run(main())
+    assert out.read_bytes() == data  # every byte, in order
