@@ -14,12 +14,14 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from roost.actors.supervisor import classifying
 from tests.e2e.conftest import Node, log_has, stopped, wait_for
 from tests.fakes.model_api import LONG_END, ModelApi
 from tests.real.harness import MODULES, Cli, base_env, claude_env, codex_env, kimi_env
@@ -269,13 +271,17 @@ def test_codex_streaming_a_long_answer_is_busy(node: Node, codex: Cli, tmp_path:
         _activity(node, "c", "ready")
         node.run("prompt", "c", "Please give a LONG answer")
         node.wait_screen("c", "Sentence 1 of the long answer", timeout=60)
-        samples: list[str] = []
+        # while output flows, a verdict comes about once a FLOWING_S (plus its call): from then
+        # on, to the end of the answer, every sample must say busy
+        settled = time.monotonic() + classifying.FLOWING_S + classifying.CALL_TIMEOUT_S
+        samples: list[tuple[bool, str]] = []
         while True:
             shown = node.run("show", "c", "--screen")
             if LONG_END in str(shown.get("screen")):
                 break
-            samples.append(str(shown["record"]["activity"]))
-        assert len(samples) >= 5 and set(samples) == {"busy"}, samples
+            samples.append((time.monotonic() >= settled, str(shown["record"]["activity"])))
+        later = [activity for after, activity in samples if after]
+        assert len(later) >= 5 and set(later) == {"busy"}, samples
         _activity(node, "c", "ready")
 
 
