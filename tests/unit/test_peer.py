@@ -37,11 +37,17 @@ async def _recv(router: zmq.asyncio.Socket) -> tuple[p.Header, dict[str, Any]]:
 Started = tuple[zmq.asyncio.Socket, Peer, "asyncio.Task[None]"]
 
 
-async def _start(ctx: zmq.asyncio.Context, tmp_path: Path) -> Started:
-    endpoint = f"ipc://{tmp_path}/broker.sock"
+def _router(ctx: zmq.asyncio.Context, endpoint: str) -> zmq.asyncio.Socket:
+    """A ROUTER bound where the peer dials: the broker's side, played by the test."""
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
     router.bind(endpoint)
+    return router
+
+
+async def _start(ctx: zmq.asyncio.Context, tmp_path: Path) -> Started:
+    endpoint = f"ipc://{tmp_path}/broker.sock"
+    router = _router(ctx, endpoint)
     peer = Peer(ctx, endpoint, "loaded", "token", incarnation="i1", heartbeat=600)
     task = asyncio.create_task(peer.run())
     header, body = await _recv(router)
@@ -135,9 +141,7 @@ def test_a_registered_peer_pings_only_a_broker_that_wants_pings(
 
     async def main() -> None:
         endpoint = f"ipc://{tmp_path}/broker.sock"
-        router = ctx.socket(zmq.ROUTER)
-        router.setsockopt(zmq.LINGER, 0)
-        router.bind(endpoint)
+        router = _router(ctx, endpoint)
         peer = Peer(ctx, endpoint, "quiet", "token", incarnation="i1", heartbeat=0.1)
         task = asyncio.create_task(peer.run())
         try:
@@ -164,9 +168,7 @@ def test_a_reconnect_says_hello_again_under_the_same_routing_id(
 
     async def main() -> None:
         endpoint = f"ipc://{tmp_path}/broker.sock"
-        first = ctx.socket(zmq.ROUTER)
-        first.setsockopt(zmq.LINGER, 0)
-        first.bind(endpoint)
+        first = _router(ctx, endpoint)
         peer = Peer(ctx, endpoint, "back", "token", incarnation="i1", heartbeat=600)
         task = asyncio.create_task(peer.run())
         try:
@@ -180,9 +182,7 @@ def test_a_reconnect_says_hello_again_under_the_same_routing_id(
             while peer.registered.is_set():  # the monitor saw the connection drop
                 assert asyncio.get_running_loop().time() < deadline, "still registered"
                 await asyncio.sleep(0.02)
-            second = ctx.socket(zmq.ROUTER)
-            second.setsockopt(zmq.LINGER, 0)
-            second.bind(endpoint)
+            second = _router(ctx, endpoint)
             try:
                 frames = await asyncio.wait_for(second.recv_multipart(), 10)
                 assert frames[0] == routing_id and p.Header.decode(frames[1]).kind == p.HELLO
