@@ -155,6 +155,27 @@ async def _a_stream_is_not_read_every_settle_and_its_end_at_once(
     assert sup.verdicts[-1] == sup.term.shown
 
 
+async def _output_after_a_quiet_spell_is_classified_as_it_begins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A quiet screen has its verdict; a moment later output begins and keeps flowing (an
+    answer streaming after its prompt). Its first round comes SETTLE_S after it began, not
+    FLOWING_S after the quiet screen's round; the rounds after that are paced again."""
+    monkeypatch.setattr(classifying, "SETTLE_S", 0.02)
+    monkeypatch.setattr(classifying, "FLOWING_S", 60.0)
+    peer = Peer()
+    sup, classifier = make(peer)
+    classifier.changed()
+    await settle(classifier)
+    assert peer.calls == ["starting"]
+    await asyncio.sleep(0.05)  # the screen stays quiet past SETTLE_S: part of the scenario
+    await flood(sup, classifier, 0.4)
+    during = peer.calls[1:]
+    await asyncio.wait_for(settle(classifier), 5)
+    assert len(during) == 1 and during[0].startswith("line ")  # not one per SETTLE_S either
+    assert sup.verdicts[-1] == sup.term.shown
+
+
 async def _an_unchanged_request_keeps_its_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
     """Output that leaves the screen and the rest of the request as the last verdict saw them
     makes no call; one that changes the screen does; so does the same request once the verdict
@@ -216,6 +237,12 @@ def test_a_stream_is_not_read_every_settle_and_its_end_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     asyncio.run(_a_stream_is_not_read_every_settle_and_its_end_at_once(monkeypatch))
+
+
+def test_output_after_a_quiet_spell_is_classified_as_it_begins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asyncio.run(_output_after_a_quiet_spell_is_classified_as_it_begins(monkeypatch))
 
 
 def test_an_unchanged_request_keeps_its_verdict(monkeypatch: pytest.MonkeyPatch) -> None:

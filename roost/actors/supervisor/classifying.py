@@ -5,10 +5,13 @@ Output marks the screen unclassified and starts a round unless one is running; a
 screen only when it calls, so output that arrives during a call makes another round follow it.
 Rounds are paced: a round comes ``SETTLE_S`` after the output that called for it began, but no
 sooner than ``FLOWING_S`` after the round before began, unless the output has been quiet for
-``SETTLE_S`` by then. So output that keeps flowing is classified about once a ``FLOWING_S``
-(where every ``SETTLE_S`` plus a call cost a stream of output five calls a second), and the
-screen output ends on has its verdict within ``SETTLE_S`` of the last byte, plus the call in
-flight then and its own (each under ``CALL_TIMEOUT_S``), as a screen waiting for a human does.
+``SETTLE_S`` by then, or output began again after a quiet spell of ``SETTLE_S`` since that round
+began. So output that keeps flowing is classified about once a ``FLOWING_S`` (where every
+``SETTLE_S`` plus a call cost a stream of output five calls a second); output that starts after
+a quiet screen (an answer streaming after its prompt) has its first verdict ``SETTLE_S`` after it
+began, however recent the verdict on the quiet screen was; and the screen output ends on has its
+verdict within ``SETTLE_S`` of the last byte. Each bound is plus the call in flight then and its
+own (each under ``CALL_TIMEOUT_S``).
 A round whose request (screen, title, process evidence, identity: all but the time of the probe)
 is the one the last verdict answered, less than ``REUSE_S`` ago, keeps that verdict without a
 call (output that changed nothing a human sees: a cursor blink, a redraw); older, it is asked
@@ -56,7 +59,8 @@ class ScreenClassifier:
         self.unclassified = False
         self.failures = 0  # consecutive failed calls
         self.skipped = 0  # rounds whose request the last verdict had answered
-        self._changed_at = 0.0  # the loop's time of the last output
+        self._changed_at = float("-inf")  # the loop's time of the last output
+        self._resumed_at = float("-inf")  # and of the first output after a quiet spell
         self._round_at = float("-inf")  # and of the last round's start
         self._answered: dict[str, Any] | None = None  # the request of the last verdict
         self._answered_at = 0.0
@@ -66,7 +70,10 @@ class ScreenClassifier:
         """The screen changed: classify it (now, or after the round in progress)."""
         self.unclassified = True
         loop = asyncio.get_running_loop()
-        self._changed_at = loop.time()
+        now = loop.time()
+        if now - self._changed_at >= SETTLE_S:
+            self._resumed_at = now
+        self._changed_at = now
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._rounds())
 
@@ -105,10 +112,18 @@ class ScreenClassifier:
                 await self.sup.checks.discover()
 
     async def _quiet_or(self, due: float) -> None:
-        """Wait until ``due``, or less: until the output has been quiet for ``SETTLE_S``."""
+        """Wait until ``due``, or less: until the output has been quiet for ``SETTLE_S``, or
+        ``SETTLE_S`` after it began again, after a quiet spell, since the last round began."""
         loop = asyncio.get_running_loop()
-        while (wake := min(due, self._changed_at + SETTLE_S)) > loop.time():
+        while (wake := min(due, self._changed_at + SETTLE_S, self._resumed())) > loop.time():
             await asyncio.sleep(wake - loop.time())
+
+    def _resumed(self) -> float:
+        """When output that began after a quiet spell is due a round: ``SETTLE_S`` after it
+        began, unless a round began since (never, then)."""
+        if self._resumed_at > self._round_at:
+            return self._resumed_at + SETTLE_S
+        return float("inf")
 
     def _request(self) -> dict[str, Any]:
         sup = self.sup
