@@ -15,11 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from roost.broker.errors import RoostError
+from roost.broker.nodefile import LOCK_FILE as LOCK_FILE
+from roost.broker.nodefile import NODE_FILE as NODE_FILE
+from roost.broker.nodefile import TOKEN_ENV as TOKEN_ENV
+from roost.broker.nodefile import TOKEN_FILE as TOKEN_FILE
+from roost.broker.nodefile import lock_held as lock_held
+from roost.broker.nodefile import pid_alive as pid_alive
+from roost.broker.nodefile import read_node_file
+from roost.broker.nodefile import read_token as read_token
 
-NODE_FILE = "node.json"
-LOCK_FILE = "node.lock"  # held by the daemon (or hub) serving the directory
-TOKEN_FILE = "token"
-TOKEN_ENV = "ROOST_TOKEN"
 OBSERVER_TOKEN_FILE = "observer-token"  # grants the read-only role observer
 ACTOR_TOKEN_FILE = "actor-token"  # what actors (not clients) present in their hello
 ACTOR_TOKEN_ENV = "ROOST_ACTOR_TOKEN"
@@ -91,8 +95,8 @@ def write_node_info(state_dir: Path, info: NodeInfo) -> None:
 
 
 def read_node_info(state_dir: Path) -> NodeInfo:
+    raw = read_node_file(state_dir)
     try:
-        raw = json.loads((state_dir / NODE_FILE).read_text())
         return NodeInfo(
             node_id=raw["node_id"],
             incarnation=raw["incarnation"],
@@ -107,45 +111,6 @@ def read_node_info(state_dir: Path) -> NodeInfo:
 
 def _map_or_none(value: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` names a live process (a zombie is dead); unknown counts as alive."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def lock_held(path: Path) -> bool:
-    """Whether some process holds the directory's OS lock (``node.lock``), probed without
-    waiting. Windows, or anything unexpected, answers True (held: ask the node instead)."""
-    if sys.platform == "win32":
-        return True
-    import fcntl
-
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
 
 
 def live_node_info(state_dir: Path) -> NodeInfo:
@@ -189,13 +154,3 @@ def load_or_create_secret(path: Path) -> str:
         with os.fdopen(fd, "w") as fh:
             fh.write(token)
         return token
-
-
-def read_token(state_dir: Path) -> str:
-    env = os.environ.get(TOKEN_ENV)
-    if env:
-        return env
-    try:
-        return (state_dir / TOKEN_FILE).read_text().strip()
-    except OSError:
-        raise RoostError("unauthorized", "the node token cannot be read") from None

@@ -11,11 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgpack
-
 from roost.broker.errors import RoostError
 
-PROTOCOL_VERSION = 1
+# The codec and its limits live in roost.broker.wire (light to import); they are the protocol's.
+from roost.broker.wire import BODY_LIMIT as BODY_LIMIT
+from roost.broker.wire import HARD_FRAME_LIMIT as HARD_FRAME_LIMIT
+from roost.broker.wire import HEADER_LIMIT as HEADER_LIMIT
+from roost.broker.wire import MAX_ARRAY as MAX_ARRAY
+from roost.broker.wire import MAX_BIN as MAX_BIN
+from roost.broker.wire import MAX_DEPTH as MAX_DEPTH
+from roost.broker.wire import MAX_FRAMES as MAX_FRAMES
+from roost.broker.wire import MAX_MAP as MAX_MAP
+from roost.broker.wire import MAX_STR as MAX_STR
+from roost.broker.wire import PROTOCOL_VERSION as PROTOCOL_VERSION
+from roost.broker.wire import load as _load
+from roost.broker.wire import pack as pack
+
 SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
 
 # The wire between the node and its session supervisors (docs/PROTOCOL.md section 9): the launch
@@ -30,18 +41,6 @@ SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
 # to the hello's meta and to ``node.session.attach``.
 SUPERVISOR_WIRE = 2
 SUPERVISOR_WIRES_SERVED: tuple[int, ...] = (SUPERVISOR_WIRE - 1, SUPERVISOR_WIRE)
-
-# Limits. A frame over HARD_FRAME_LIMIT is dropped by libzmq (MAXMSGSIZE) and the peer disconnected;
-# anything between BODY_LIMIT and the hard limit is answered with frame-too-large.
-HEADER_LIMIT = 4 * 1024
-BODY_LIMIT = 1024 * 1024
-HARD_FRAME_LIMIT = 8 * 1024 * 1024
-MAX_STR = 1024 * 1024
-MAX_BIN = 1024 * 1024
-MAX_ARRAY = 10_000
-MAX_MAP = 1_000
-MAX_DEPTH = 32
-MAX_FRAMES = 4
 
 # Message kinds.
 REQUEST = "request"
@@ -160,12 +159,6 @@ READ_METHODS = frozenset(
 )
 
 
-def pack(obj: dict[str, Any]) -> bytes:
-    """Encode one map; msgpack with bin type, no Python-specific extensions."""
-    data: bytes = msgpack.packb(obj, use_bin_type=True)
-    return data
-
-
 class Packed(bytes):
     """A body that is already one encoded msgpack map: a handler may return it, and it goes on
     the wire as it is (a reply built from stored bytes, or one relayed without decoding)."""
@@ -193,10 +186,6 @@ def _shape_ok(obj: Any, depth: int) -> bool:
     return True
 
 
-def _no_ext(code: int, data: bytes) -> Any:
-    raise ValueError("extension types are not part of the protocol")
-
-
 def unpack(
     data: bytes | memoryview,
     *,
@@ -210,29 +199,6 @@ def unpack(
     obj = _load(data, limit, what)
     if shape and not _shape_ok(obj, 0):
         raise _misshapen(what)
-    return obj
-
-
-def _load(data: bytes | memoryview, limit: int, what: str) -> dict[Any, Any]:
-    """One msgpack map within ``limit`` and the length limits; its shape is not checked yet."""
-    if len(data) > limit:
-        raise RoostError("frame-too-large", f"{what} is {len(data)} bytes; the limit is {limit}")
-    try:
-        obj = msgpack.unpackb(
-            data,
-            raw=False,
-            strict_map_key=True,
-            max_str_len=MAX_STR,
-            max_bin_len=MAX_BIN,
-            max_array_len=MAX_ARRAY,
-            max_map_len=MAX_MAP,
-            max_ext_len=0,
-            ext_hook=_no_ext,  # max_ext_len bounds only the length: refuse even empty ones
-        )
-    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError):
-        raise RoostError("bad-request", f"{what} is not one valid msgpack value") from None
-    if type(obj) is not dict:
-        raise RoostError("bad-request", f"{what} must be a msgpack map")
     return obj
 
 

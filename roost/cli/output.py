@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from roost.broker.errors import RoostError
-from roost.cli.table import Column, render
+from roost.cli.listing import compact as compact
+from roost.cli.listing import json_text
+from roost.cli.listing import printable as printable
+from roost.cli.listing import records_table as records_table
 
 # Control characters that would move the cursor or ring: dropped from text output (as rich's
 # Text dropped them when it printed for us). Escape sequences in screens stay the user's to see.
@@ -31,14 +33,8 @@ class Console:
 console = Console()
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    raise TypeError(type(value).__name__)
-
-
 def emit_json(doc: Any) -> None:
-    click.echo(json.dumps(doc, default=_default, sort_keys=True))
+    click.echo(json_text(doc))
 
 
 def fail(err: RoostError, as_json: bool) -> None:
@@ -48,46 +44,6 @@ def fail(err: RoostError, as_json: bool) -> None:
     else:
         click.echo(f"error: {err.code}: {err.message}", err=True)
     sys.exit(1)
-
-
-RECORD_COLUMNS = (
-    Column("ID"),
-    Column("NAME", shrink=True, floor=7),
-    Column("PROVIDER"),
-    Column("MODE", drop=2),
-    Column("STATE", shrink=True, floor=10),
-    Column("GEN", drop=1),
-    Column("PROVIDER SESSION"),
-)
-
-
-def records_table(records: Iterable[dict[str, Any]], width: int | None = None) -> str:
-    """One row a record; through a hub, led by the node that holds it. Only names and states
-    give way to ``width``: ids and provider session ids are printed whole."""
-    records = list(records)
-    nodes = any("node" in rec for rec in records)
-    columns = (Column("NODE"), *RECORD_COLUMNS) if nodes else RECORD_COLUMNS
-    rows = []
-    for rec in records:
-        state = rec["state"] + (f" ({rec['attention']})" if rec.get("attention") else "")
-        rows.append(
-            [
-                *([rec.get("node") or "-"] if nodes else []),
-                rec["id"],
-                printable(rec.get("name") or "-"),
-                rec["provider"],
-                rec["mode"],
-                state,
-                str(rec["generation"]),
-                rec.get("provider_session") or "-",
-            ]
-        )
-    return render(columns, rows, width)
-
-
-def printable(text: str) -> str:
-    """A value shown on one line: control characters as ``?``."""
-    return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
 def exit_text(last: dict[str, Any]) -> str:
@@ -154,11 +110,6 @@ def endpoint_text(name: str, endpoint: Any) -> str:
         linked = "linked" if endpoint.get("linked") else "NOT linked"
         return f"{endpoint.get('endpoint')} ({linked})"
     return plain(endpoint)
-
-
-def compact(value: Any) -> str:
-    """Structured data on one line, as JSON (event data, operation results)."""
-    return json.dumps(value, default=_default, ensure_ascii=False, sort_keys=True)
 
 
 def accepted_text(what: str, doc: dict[str, Any]) -> str:

@@ -11,7 +11,8 @@ import click
 
 from roost.broker.errors import RoostError
 from roost.cli.context import WAITING, Ctx, command, reader
-from roost.cli.output import accepted_text, console, emit_json, record_lines, records_table
+from roost.cli.listing import ls_text
+from roost.cli.output import accepted_text, console, emit_json, record_lines
 from roost.cli.progress import waiting
 from roost.cli.readiness import READY_TIMEOUT_S, wait_ready
 from roost.cli.restore import follow, print_outcomes, print_plan
@@ -163,12 +164,10 @@ def ls(ctx: Ctx) -> None:
     if ctx.json:
         emit_json(doc)
         return
-    if not doc["records"]:
-        console.print("no records")
-    else:
-        click.echo(records_table(doc["records"], terminal_width()))
-    for node, code in sorted((doc.get("unanswered") or {}).items()):  # through a hub
-        click.echo(f"node {node} did not answer: {code}", err=True)
+    out, unanswered = ls_text(doc, terminal_width())
+    click.echo(out)
+    for line in unanswered:  # through a hub
+        click.echo(line, err=True)
 
 
 @click.command()

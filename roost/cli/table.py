@@ -7,33 +7,72 @@ generation, then the mode). Ids and provider session ids are printed whole, even
 runs past the edge.
 Headers are one line each, so a long value never wraps a header. Off a terminal (a pipe, a file)
 nothing is shrunk at all.
+
+Light to import (``roost ls``'s fast path prints with it): no dataclasses, no shutil, and rich's
+cell widths only for text that is not plain printable ASCII, whose width is its length.
 """
 
 from __future__ import annotations
 
-import shutil
+import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-
-from rich.cells import cell_len, set_cell_size
 
 GAP = "  "
 
 
-@dataclass(frozen=True)
 class Column:
-    title: str
-    shrink: bool = False
-    floor: int = 8  # the narrowest a shrinking column gets
-    drop: int = 0  # 1, 2, ...: left out in this order when shrinking is not enough; 0: never
+    """A column's title and how it gives way to a narrow terminal."""
+
+    __slots__ = ("drop", "floor", "shrink", "title")
+
+    def __init__(self, title: str, shrink: bool = False, floor: int = 8, drop: int = 0) -> None:
+        self.title = title
+        self.shrink = shrink
+        self.floor = floor  # the narrowest a shrinking column gets
+        self.drop = drop  # 1, 2, ...: left out in this order when shrinking is not enough; 0: never
 
 
 def terminal_width() -> int | None:
-    """The terminal's width when stdout is one, else None (no limit)."""
+    """The terminal's width when stdout is one, else None (no limit): ``COLUMNS`` if set, else
+    the terminal's, else 100 (what ``shutil.get_terminal_size((100, 24))`` says, without
+    shutil's import)."""
     if not sys.stdout.isatty():
         return None
-    return shutil.get_terminal_size((100, 24)).columns
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        fd = sys.__stdout__.fileno() if sys.__stdout__ else -1
+        return os.get_terminal_size(fd).columns or 100
+    except (AttributeError, ValueError, OSError):
+        return 100
+
+
+def _single_cells(text: str) -> bool:
+    """Every character one cell wide: printable ASCII (rich's widths agree; they are looked up
+    only for anything else)."""
+    return text.isascii() and text.isprintable()
+
+
+def cell_len(text: str) -> int:
+    if _single_cells(text):
+        return len(text)
+    from rich.cells import cell_len as rich_cell_len
+
+    return rich_cell_len(text)
+
+
+def set_cell_size(text: str, total: int) -> str:
+    """``text`` cropped or padded with spaces to ``total`` cells, as rich's ``set_cell_size``."""
+    if _single_cells(text):
+        return text + " " * (total - len(text)) if len(text) < total else text[:total]
+    from rich.cells import set_cell_size as rich_set_cell_size
+
+    return rich_set_cell_size(text, total)
 
 
 def render(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None) -> str:

@@ -1,0 +1,81 @@
+"""What ``roost ls`` prints, click-free: the records table, the JSON document, the hub's
+"did not answer" lines. The click command (``roost.cli.sessions``) and the fast path that
+answers ``roost ls`` without click or pyzmq (``roost.cli.quick``) both print with it, so the
+two are the same bytes.
+"""
+
+from __future__ import annotations
+
+from roost.cli.table import Column, render
+
+TYPE_CHECKING = False  # not typing's: its import costs the fast path ~4 ms (mypy reads this)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+RECORD_COLUMNS = (
+    Column("ID"),
+    Column("NAME", shrink=True, floor=7),
+    Column("PROVIDER"),
+    Column("MODE", drop=2),
+    Column("STATE", shrink=True, floor=10),
+    Column("GEN", drop=1),
+    Column("PROVIDER SESSION"),
+)
+
+
+def records_table(records: Iterable[dict[str, Any]], width: int | None = None) -> str:
+    """One row a record; through a hub, led by the node that holds it. Only names and states
+    give way to ``width``: ids and provider session ids are printed whole."""
+    records = list(records)
+    nodes = any("node" in rec for rec in records)
+    columns = (Column("NODE"), *RECORD_COLUMNS) if nodes else RECORD_COLUMNS
+    rows = []
+    for rec in records:
+        state = rec["state"] + (f" ({rec['attention']})" if rec.get("attention") else "")
+        rows.append(
+            [
+                *([rec.get("node") or "-"] if nodes else []),
+                rec["id"],
+                printable(rec.get("name") or "-"),
+                rec["provider"],
+                rec["mode"],
+                state,
+                str(rec["generation"]),
+                rec.get("provider_session") or "-",
+            ]
+        )
+    return render(columns, rows, width)
+
+
+def printable(text: str) -> str:
+    """A value shown on one line: control characters as ``?``."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    raise TypeError(type(value).__name__)
+
+
+def json_text(doc: Any) -> str:
+    """One JSON document as ``--json`` prints it (keys sorted, bytes as text)."""
+    import json  # here: `roost ls` without --json starts ~12 ms sooner without json's import
+
+    return json.dumps(doc, default=_default, sort_keys=True)
+
+
+def compact(value: Any) -> str:
+    """Structured data on one line, as JSON (event data, operation results)."""
+    import json
+
+    return json.dumps(value, default=_default, ensure_ascii=False, sort_keys=True)
+
+
+def ls_text(doc: dict[str, Any], width: int | None) -> tuple[str, list[str]]:
+    """``session.list``'s reply as ``roost ls`` prints it: what goes to stdout (without the
+    last newline) and the lines for stderr (nodes behind a hub that did not answer)."""
+    out = records_table(doc["records"], width) if doc["records"] else "no records"
+    unanswered = sorted((doc.get("unanswered") or {}).items())
+    return out, [f"node {node} did not answer: {code}" for node, code in unanswered]
