@@ -1,3 +1,3 @@
-from roost.cli.main import main
+from roost.cli.quick import main
 
 main()

@@ -44,7 +44,8 @@ def loads(text: str) -> Any:
         return json.loads(text)
     start = len(text) - len(text.lstrip(" \t\n\r"))  # the whitespace JSON allows
     try:
-        obj, end = make_scanner(_Scanning())(text, start)
+        scan = make_scanner(_Scanning())  # type: ignore[arg-type]  # (typeshed: any context)
+        obj, end = scan(text, start)
     except StopIteration:
         raise ValueError("not a JSON document") from None
     if text[end:].strip(" \t\n\r"):
