@@ -27,6 +27,7 @@ from roost.broker.client import Client, Curve
 from roost.broker.errors import RoostError
 from roost.broker.keys import node_keys
 from tests.e2e.conftest import MARK, JsonLines, Node, client_keys, free_port, wait_for
+from tests.e2e.test_quick_ls import same_both_ways
 
 NODES = ("lab-a", "lab-b")
 
@@ -490,6 +491,21 @@ def test_the_hub_serves_its_own_directory_with_live_events(lab: Lab, project: Pa
             assert got[0] == f"e/{alpha}/session.input"
         finally:
             stream.close()
+
+
+def test_ls_of_the_hubs_directory_by_the_fast_path_is_the_click_paths(
+    lab: Lab, project: Path
+) -> None:
+    """``roost ls`` on the hub's host (its directory): the NODE column and, on stderr, the node
+    that did not answer, the same bytes without click or pyzmq as with them."""
+    _spawn(lab, "lab-a", "alpha", project)
+    lab.nodes["lab-b"].run("node", "stop")
+    lab.wait_linked({"lab-a"})
+    run = same_both_ways(lab.hub, "ls")
+    assert run.quick and run.rc == 0
+    assert run.stdout.split()[:2] == [b"NODE", b"ID"] and b"lab-a" in run.stdout
+    assert run.stderr == b"node lab-b did not answer: unreachable\n"
+    assert same_both_ways(lab.hub, "ls", "--json").quick
 
 
 def test_a_hub_refuses_a_nodes_directory(node: Node) -> None:
