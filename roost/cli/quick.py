@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 
     from roost.broker.zmtp import Dealer
 
-QUICK_TIMEOUT_S = 1.0  # after this the click path asks (and says, after a second, it waits)
-REMOTE_ENV = ("ROOST_CONNECT", "ROOST_HUB", "ROOST_NODE", "_ROOST_COMPLETE")
+QUICK_TIMEOUT_S = 1.0  # the fast path's deadline; then the click path asks, with its --timeout
+# Set, these hand every command line to the click CLI: a remote node, or shell completion.
+HANDOVER_ENV = ("ROOST_CONNECT", "ROOST_HUB", "ROOST_NODE", "_ROOST_COMPLETE")
 DEFAULT_TIMEOUT_S = 15.0  # the click CLI's --timeout default
 
 
@@ -39,7 +40,7 @@ class Handover(Exception):
 def parse(argv: list[str], env: Mapping[str, str]) -> tuple[str | None, bool, float] | None:
     """``(state dir or None, --json, --timeout)`` when ``argv`` is ``ls`` as this module serves
     it, else None. Only what the click CLI reads the same way is accepted; the rest is its."""
-    if any(env.get(name) is not None for name in REMOTE_ENV) or env.get("ROOST_NO_QUICK"):
+    if any(env.get(name) is not None for name in HANDOVER_ENV) or env.get("ROOST_NO_QUICK"):
         return None
     state_dir, as_json, timeout, seen_ls = None, False, DEFAULT_TIMEOUT_S, False
     args = iter(argv)

@@ -70,7 +70,7 @@ def test_every_other_command_line_is_the_click_clis(argv: list[str]) -> None:
     assert quick.parse(argv, ENV) is None
 
 
-@pytest.mark.parametrize("name", [*quick.REMOTE_ENV, "ROOST_NO_QUICK"])
+@pytest.mark.parametrize("name", [*quick.HANDOVER_ENV, "ROOST_NO_QUICK"])
 def test_a_remote_node_or_the_knob_in_the_environment_is_the_click_clis(name: str) -> None:
     assert quick.parse(["ls"], {name: "x"}) is None
 
