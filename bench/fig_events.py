@@ -1,8 +1,9 @@
 """Figure 5, reading the log: ``events.since`` of ``Mode.events`` events (pages of 5,000 until
-``more`` is false) against a raw SQLite read of the same rows, the same pages, from the same
-file, in this run. The events (about 300 bytes each) are made in bulk before ``node up``
-(bench/store.py). The node is read through the client library's pipelined reader
-(``Client.event_pages``), and SQLite, by turns three times each; the best of each counts.
+``more`` is false) against a raw SQLite read of the same rows (every column, the stored event
+bytes included), the same pages, from the same file, in this run. The events (about 300 bytes
+each) are made in bulk before ``node up`` (bench/store.py). The node is read through the client
+library's pipelined reader (``Client.event_pages``), and SQLite, by turns three times each; the
+best of each counts.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from roost.broker.client import Client, page_end
 FIG = "5 events"
 PAGE = 5000
 SQL = (
-    "SELECT seq, ts, kind, record_id, generation, data, eid FROM events "
+    "SELECT seq, ts, kind, record_id, generation, data, eid, packed FROM events "
     "WHERE seq > ? ORDER BY seq LIMIT ?"
 )
 

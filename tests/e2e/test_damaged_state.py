@@ -195,9 +195,10 @@ def test_repair_is_refused_while_the_node_serves(node: Node) -> None:
 
 
 def test_a_damaged_event_row_is_refused_clearly_and_the_rest_still_serves(node: Node) -> None:
-    """``events.since`` splices stored bytes into its reply (issue 12): a row whose stored data
-    is no longer one msgpack value must make the page an error naming the damage, never a
-    reply a client would read wrongly; once the row is mended the same page reads again."""
+    """``events.since`` splices stored bytes into its reply (issue 12): a row whose stored event
+    is no longer one msgpack value, or holds another seq than its row's, must make the page an
+    error naming the damage, never a reply a client would read wrongly; once the row is mended
+    the same page reads again."""
     node.up()
     node.run("spawn", "echo", "--name", "s1", "--mode", "stream")
     node.run("turn", "s1", "hello", "--wait")
@@ -206,19 +207,21 @@ def test_a_damaged_event_row_is_refused_clearly_and_the_rest_still_serves(node: 
     victim = events[1]["seq"]
     conn = sqlite3.connect(node.state_dir / "state.db", timeout=10)
     try:
-        (good,) = conn.execute("SELECT data FROM events WHERE seq = ?", (victim,)).fetchone()
-        with conn:
-            conn.execute("UPDATE events SET data = ? WHERE seq = ?", (good[:-1], victim))
+        (good,) = conn.execute("SELECT packed FROM events WHERE seq = ?", (victim,)).fetchone()
+        (other,) = conn.execute("SELECT packed FROM events WHERE seq = ?", (victim + 1,)).fetchone()
         with node.client() as client:
-            with pytest.raises(RoostError) as err:
-                client.call("events.since", {"after": 0})
-            assert err.value.code == "durable-state-damaged"
-            assert str(node.state_dir) not in str(err.value)
-            after = client.call("events.since", {"after": victim})  # past it: still served
-            assert [e["seq"] for e in after["events"]] == [e["seq"] for e in events[2:]]
+            for damaged in (good[:-1], other):  # cut short; another event's bytes
+                with conn:
+                    conn.execute("UPDATE events SET packed = ? WHERE seq = ?", (damaged, victim))
+                with pytest.raises(RoostError) as err:
+                    client.call("events.since", {"after": 0})
+                assert err.value.code == "durable-state-damaged"
+                assert str(node.state_dir) not in str(err.value)
+                after = client.call("events.since", {"after": victim})  # past it: still served
+                assert [e["seq"] for e in after["events"]] == [e["seq"] for e in events[2:]]
             assert client.call("session.list", {})["records"]  # the node itself is fine
             with conn:
-                conn.execute("UPDATE events SET data = ? WHERE seq = ?", (good, victim))
+                conn.execute("UPDATE events SET packed = ? WHERE seq = ?", (good, victim))
             mended = client.call("events.since", {"after": 0})
         assert mended["events"][: len(events)] == events
     finally:

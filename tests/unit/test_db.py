@@ -1,4 +1,4 @@
-"""The node's SQLite database: opening, refusals, records and events (roost.actors.state.db)."""
+"""The node's SQLite database: opening, refusals, records, workspaces (roost.actors.state.db)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import pytest
 
 from roost.actors.state import db
@@ -284,99 +283,3 @@ def test_a_workspace_name_is_unique(conn: sqlite3.Connection) -> None:
             db.add_workspace(conn, path, "app")
         assert err.value.code == "name-taken" and err.value.detail["workspace"] == ws["id"]
     assert db.list_workspaces(conn) == [ws, other]
-
-
-# -- events --------------------------------------------------------------------------------------
-
-
-def test_events_append_and_since(conn: sqlite3.Connection) -> None:
-    assert (db.first_seq(conn), db.last_seq(conn)) == (0, 0)
-    appended = [
-        db.append_event(
-            conn, {"kind": "record.state", "record": rid, "generation": 1, "data": {"n": n}}
-        )
-        for n, rid in enumerate(["r1", "r2", "r1", "r2", "r1"])
-    ]
-    seqs = [e["seq"] for e in appended]
-    assert seqs == sorted(seqs) and len(set(seqs)) == 5
-    assert (db.first_seq(conn), db.last_seq(conn)) == (seqs[0], seqs[-1])
-
-    everything = db.events_since(conn, 0, 100)
-    assert [e["data"]["n"] for e in everything] == [0, 1, 2, 3, 4]
-    assert everything[0] == appended[0]
-
-    assert [e["seq"] for e in db.events_since(conn, 0, 2)] == seqs[:2]
-    assert [e["seq"] for e in db.events_since(conn, seqs[1], 100)] == seqs[2:]
-    assert db.events_since(conn, seqs[-1], 100) == []
-
-    only_r1 = db.events_since(conn, 0, 100, record_id="r1")
-    assert [e["data"]["n"] for e in only_r1] == [0, 2, 4]
-    assert [e["data"]["n"] for e in db.events_since(conn, seqs[0], 1, record_id="r1")] == [2]
-
-
-def _decoded(page: list[bytes]) -> list[dict[str, Any]]:
-    return [msgpack.unpackb(e, raw=False) for e in page]
-
-
-def test_a_page_of_events_stops_at_its_size_budget_and_says_more(
-    conn: sqlite3.Connection,
-) -> None:
-    big = "x" * 300_000  # a long assistant output: a dozen of them pass a 4-MiB reply
-    for _ in range(30):
-        db.append_event(conn, {"kind": "session.output", "record": "r1", "data": {"text": big}})
-    page, more = db.events_page(conn, 0, 1000)
-    assert 0 < len(page) < 30 and more
-    assert sum(len(e) for e in page) <= db.REPLY_BUDGET
-    seen = [e["seq"] for e in _decoded(page)]
-    while more:  # paging by the last seq returned reads every event once
-        page, more = db.events_page(conn, seen[-1], 1000)
-        seen += [e["seq"] for e in _decoded(page)]
-    assert seen == list(range(1, 31))
-    one, more = db.events_page(conn, 0, 1000, budget=10)  # never an empty page
-    assert len(one) == 1 and more
-    assert _decoded(db.events_page(conn, 28, 2)[0]) == db.events_since(conn, 28, 2)
-    assert db.events_page(conn, 28, 2)[1] is False
-    assert db.events_page(conn, 27, 2)[1] is True
-
-
-def test_an_encoded_page_decodes_to_the_events_as_stored(conn: sqlite3.Connection) -> None:
-    """The page splices stored bytes: it must decode to exactly what decoding each row gives,
-    for every shape of row (no record, no generation, a large seq, nested data, unicode)."""
-    shapes: list[dict[str, Any]] = [
-        {"kind": "node.started"},
-        {"kind": "record.state", "record": "r1", "generation": 3, "data": {"state": "live"}},
-        {"kind": "session.output", "record": "r2", "generation": 1, "data": {"text": "é" * 40}},
-        {"kind": "turn.ended", "record": "r1", "data": {"result": {"a": [1, 2.5, None, True]}}},
-    ]
-    for event in shapes * 3:
-        db.append_event(conn, event)
-    conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'events'", ((1 << 32) + 5,))
-    db.append_event(conn, shapes[1])  # a seq past uint32 takes the general path
-    page, more = db.events_page(conn, 0, 1000)
-    assert not more
-    assert _decoded(page) == db.events_since(conn, 0, 1000)
-    assert _decoded(page)[-1]["seq"] == (1 << 32) + 6
-    only_r1, _ = db.events_page(conn, 0, 1000, record_id="r1")
-    assert _decoded(only_r1) == db.events_since(conn, 0, 1000, record_id="r1")
-    assert msgpack.unpackb(db.packed_map({"more": False}, "events", page)) == {
-        "more": False,
-        "events": db.events_since(conn, 0, 1000),
-    }
-
-
-def test_a_damaged_event_row_is_refused_not_spliced(conn: sqlite3.Connection) -> None:
-    for n in range(3):
-        db.append_event(conn, {"kind": "record.state", "record": "r1", "data": {"n": n}})
-    good = conn.execute("SELECT data FROM events WHERE seq = 2").fetchone()[0]
-    for damaged in (good[:-1], good + b"\xc0", b"\xc1", b""):
-        conn.execute("UPDATE events SET data = ? WHERE seq = 2", (damaged,))
-        with pytest.raises(ValueError):
-            db.events_page(conn, 0, 1000)
-    conn.execute("UPDATE events SET data = ? WHERE seq = 2", (good,))
-    assert [e["data"]["n"] for e in _decoded(db.events_page(conn, 0, 1000)[0])] == [0, 1, 2]
-
-
-def test_event_without_record_or_data(conn: sqlite3.Connection) -> None:
-    event = db.append_event(conn, {"kind": "node.started"})
-    assert (event["record"], event["generation"], event["data"]) == (None, None, {})
-    assert db.events_since(conn, 0, 10)[0]["data"] == {}

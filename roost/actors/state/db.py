@@ -1,19 +1,27 @@
 """The queries the state store runs on the node's SQLite database (schema: ``schema.py``).
 
-Single writer (the state-store actor), WAL mode. Records, workspaces, the event log (node-wide
-sequence; an optional event id makes a re-sent spooled event a no-op), operations and turns.
+Single writer (the state-store actor), WAL mode. Records, workspaces, operations and turns; the
+event log's queries are ``eventlog.py``'s, named here too.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import struct
 import time
 import uuid
 from typing import Any
 
 import msgpack
 
+from roost.actors.state.eventlog import REPLY_BUDGET as REPLY_BUDGET
+from roost.actors.state.eventlog import append_event as append_event
+from roost.actors.state.eventlog import event_seq as event_seq
+from roost.actors.state.eventlog import events_page as events_page
+from roost.actors.state.eventlog import events_since as events_since
+from roost.actors.state.eventlog import first_seq as first_seq
+from roost.actors.state.eventlog import last_seq as last_seq
+from roost.actors.state.eventlog import packed_map as packed_map
+from roost.actors.state.eventlog import seq_range as seq_range
 from roost.actors.state.records import Record
 from roost.actors.state.schema import PATH_SEMANTICS as PATH_SEMANTICS
 from roost.actors.state.schema import SCHEMA_VERSION as SCHEMA_VERSION
@@ -153,176 +161,6 @@ def find_workspace(conn: sqlite3.Connection, ref: str) -> dict[str, Any] | None:
 
 def list_workspaces(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [dict(r) for r in conn.execute("SELECT * FROM workspaces ORDER BY created")]
-
-
-# -- events ------------------------------------------------------------------------------------
-
-
-def append_event(conn: sqlite3.Connection, event: dict[str, Any]) -> dict[str, Any]:
-    """Append one event; an ``eid`` already in the log makes this a no-op (``duplicate``)."""
-    eid = event.get("eid")
-    if eid:
-        row = conn.execute("SELECT * FROM events WHERE eid=?", (eid,)).fetchone()
-        if row is not None:
-            return {**_event(row), "duplicate": True}
-    ts = time.time()
-    cur = conn.execute(
-        "INSERT INTO events (ts, kind, record_id, generation, data, eid) VALUES (?, ?, ?, ?, ?, ?)",
-        (
-            ts,
-            event["kind"],
-            event.get("record"),
-            event.get("generation"),
-            _pack(event.get("data") or {}),
-            eid,
-        ),
-    )
-    return {
-        "seq": cur.lastrowid,
-        "ts": ts,
-        "kind": event["kind"],
-        "record": event.get("record"),
-        "generation": event.get("generation"),
-        "data": event.get("data") or {},
-    }
-
-
-def event_seq(conn: sqlite3.Connection, eid: str) -> int | None:
-    """The seq of the event with this event id, if it is in the log."""
-    row = conn.execute("SELECT seq FROM events WHERE eid=?", (eid,)).fetchone()
-    return int(row[0]) if row else None
-
-
-def _event(row: sqlite3.Row) -> dict[str, Any]:
-    return {
-        "seq": row["seq"],
-        "ts": row["ts"],
-        "kind": row["kind"],
-        "record": row["record_id"],
-        "generation": row["generation"],
-        "data": _unpack(row["data"]),
-    }
-
-
-def events_since(
-    conn: sqlite3.Connection, after: int, limit: int, record_id: str | None = None
-) -> list[dict[str, Any]]:
-    sql = "SELECT * FROM events WHERE seq > ?"
-    args: list[Any] = [after]
-    if record_id:
-        sql += " AND record_id = ?"
-        args.append(record_id)
-    rows = conn.execute(sql + " ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
-    return [_event(r) for r in rows]
-
-
-REPLY_BUDGET = 4 * 1024 * 1024  # bytes of events in one reply: half the 8-MiB frame limit
-_EVENTS_PAGE_SQL = (
-    "SELECT seq, ts, kind, record_id, generation, data FROM events WHERE seq > ?{} "
-    "ORDER BY seq LIMIT ?"
-)
-
-
-# The head of an encoded event: fixmap of 6, "seq" uint32, "ts" float64 (msgpack takes an integer
-# in any width that holds it; the decoder gives back the same number).
-_HEAD = struct.Struct(">5sBI3sBd")
-
-
-def events_page(
-    conn: sqlite3.Connection,
-    after: int,
-    limit: int,
-    record_id: str | None = None,
-    budget: int = REPLY_BUDGET,
-) -> tuple[list[bytes], bool]:
-    """Up to ``limit`` events after ``after``, each already encoded as the msgpack map
-    ``events.since`` sends (``seq ts kind record generation data``, the stored ``data`` bytes
-    spliced in as they are: nothing is decoded and encoded again on the way out); fewer when
-    their size would pass ``budget`` (one event at least), so a reply always fits a frame; and
-    whether more events follow. A stored ``data`` that is not exactly one msgpack value (a
-    damaged row) raises ``ValueError`` rather than being spliced into the reply."""
-    cur = conn.cursor()
-    cur.row_factory = None  # plain tuples: no sqlite3.Row per event
-    if record_id:
-        query = _EVENTS_PAGE_SQL.format(" AND record_id = ?")
-        rows = cur.execute(query, (after, record_id, limit + 1)).fetchall()
-    else:
-        rows = cur.execute(_EVENTS_PAGE_SQL.format(""), (after, limit + 1)).fetchall()
-    more = len(rows) > limit
-    pack = msgpack.Packer(use_bin_type=True).pack
-    middles: dict[tuple[Any, Any, Any], bytes] = {}  # kind, record, generation repeat a lot
-    page: list[bytes] = []
-    datas: list[bytes] = []
-    size = 0
-    for seq, ts, kind, record, generation, data in rows[:limit]:
-        middle = middles.get((kind, record, generation))
-        if middle is None:
-            parts = (b"\xa4kind", pack(kind), b"\xa6record", pack(record), b"\xaageneration")
-            middle = b"".join((*parts, pack(generation), b"\xa4data"))
-            middles[(kind, record, generation)] = middle
-        if type(ts) is float and 0 <= seq < 1 << 32:  # always, but for a hand-edited row
-            # One C call: the map header, "seq" as uint32, "ts" as float64.
-            head = _HEAD.pack(b"\x86\xa3seq", 0xCE, seq, b"\xa2ts", 0xCB, ts)
-        else:
-            head = b"".join((b"\x86\xa3seq", pack(seq), b"\xa2ts", pack(ts)))
-        event = head + middle + data
-        size += len(event)
-        if page and size > budget:
-            more = True
-            break
-        page.append(event)
-        datas.append(data)
-    _check_values(datas)
-    return page, more
-
-
-def _check_values(blobs: list[bytes]) -> None:
-    """Raise ``ValueError`` unless each of ``blobs`` is exactly one msgpack value: parsed in C
-    without building the objects, one unpacker for them all."""
-    unpacker = msgpack.Unpacker(max_buffer_size=0)
-    unpacker.feed(b"".join(blobs))
-    end = 0
-    for blob in blobs:
-        end += len(blob)
-        try:
-            unpacker.skip()
-        except msgpack.OutOfData:
-            raise ValueError("a stored event's data is cut short") from None
-        if unpacker.tell() != end:
-            raise ValueError("a stored event's data is not one msgpack value")
-
-
-def packed_map(head: dict[str, Any], key: str, items: list[bytes]) -> bytes:
-    """One msgpack map: the pairs of ``head`` and then ``key``, an array of ``items`` (each
-    already one encoded value), in a single copy of the items."""
-    packer = msgpack.Packer(use_bin_type=True)
-    first = packer.pack_map_header(len(head) + 1)
-    pairs = [packer.pack(k) + packer.pack(v) for k, v in head.items()]
-    tail = packer.pack(key) + packer.pack_array_header(len(items))
-    return b"".join((first, *pairs, tail, *items))
-
-
-def last_seq(conn: sqlite3.Connection) -> int:
-    """The highest seq ever given, even when retention has trimmed it: AUTOINCREMENT keeps its
-    high-water mark in ``sqlite_sequence``, so seqs are never reused."""
-    row = conn.execute(
-        "SELECT MAX(n) FROM (SELECT seq AS n FROM sqlite_sequence WHERE name='events' "
-        "UNION ALL SELECT MAX(seq) FROM events)"
-    ).fetchone()
-    return int(row[0] or 0)
-
-
-def first_seq(conn: sqlite3.Connection) -> int:
-    """The oldest retained seq; 0 when the log is empty."""
-    row = conn.execute("SELECT MIN(seq) FROM events").fetchone()
-    return int(row[0] or 0)
-
-
-def seq_range(conn: sqlite3.Connection) -> tuple[int, int]:
-    """``(first, last)``: the oldest retained seq (``last + 1`` when the log is empty, whether
-    fresh or trimmed), and the highest seq ever given."""
-    last = last_seq(conn)
-    return first_seq(conn) or last + 1, last
 
 
 # -- operations and turns ----------------------------------------------------------------------

@@ -64,6 +64,12 @@ MIGRATE_4 = """
 UPDATE records SET restore_policy = 'never' WHERE restore_policy NOT IN ('never', 'resume');
 """
 
+# v5: each event stored once as the msgpack map events.since sends (eventlog.py); rows from before
+# keep their data column and are encoded when read, so the migration rewrites nothing.
+MIGRATE_5 = """
+ALTER TABLE events ADD COLUMN packed BLOB;
+"""
+
 
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def run(conn: sqlite3.Connection) -> None:
@@ -79,6 +85,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     2: _script(MIGRATE_2),
     3: _script(MIGRATE_3),
     4: _script(MIGRATE_4),
+    5: _script(MIGRATE_5),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
