@@ -3,6 +3,7 @@ ROUTER socket under the test's tmp dir, answered by a thread from a list of even
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -13,7 +14,7 @@ import pytest
 import zmq
 
 from roost.broker import protocol as p
-from roost.broker.client import Client
+from roost.broker.client import Client, _decoded
 from roost.broker.errors import RoostError
 from roost.cli import events as events_cli
 from roost.cli.context import Ctx
@@ -188,3 +189,44 @@ def test_a_page_that_does_not_move_on_ends_the_read(fake: tuple[FakeNode, Client
     pages = list(client.event_pages({"after": 0, "limit": 5}))
     assert [[e["seq"] for e in page["events"]] for page in pages] == [[1, 2, 3, 4, 5]] * 2
     assert [r["after"] for r in node.requests] == [0, 5]
+
+
+def _collections_while(decode: Callable[[], Any]) -> int:
+    started: list[str] = []
+
+    def seen(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started.append(phase)
+
+    gc.callbacks.append(seen)
+    try:
+        decode()
+    finally:
+        gc.callbacks.remove(seen)
+    return len(started)
+
+
+def test_a_large_reply_is_decoded_with_the_gc_paused_and_left_as_it_was() -> None:
+    """A page of 5,000 events is 10,000 maps: the cyclic GC would walk them a dozen times while
+    they are built. It is paused for the decode only, whatever the decode ends in."""
+    ok = p.Header(kind=p.RESPONSE, rid="1")
+    body = p.pack({"more": False, "events": events(5000)})
+    assert gc.isenabled()
+    assert _collections_while(lambda: _decoded(ok, body)) == 0
+    assert gc.isenabled()
+    assert _decoded(ok, body)["events"] == events(5000)
+    failure = p.Header(kind=p.ERROR, rid="1")
+    error = p.pack({"code": "durable-state-damaged", "message": "m", "pad": "x" * 100_000})
+    with pytest.raises(RoostError):
+        _decoded(failure, error)
+    with pytest.raises(RoostError):
+        _decoded(ok, body[:-1])  # cut short
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        _decoded(ok, body)
+        assert not gc.isenabled()  # a caller's own choice is kept
+    finally:
+        gc.enable()
+    small = p.pack({"n": 1})
+    assert _decoded(ok, small) == {"n": 1}
