@@ -7,6 +7,7 @@ import stat
 import threading
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from roost.actors.state import db
@@ -73,6 +74,10 @@ def test_a_copy_is_the_database_as_it_was_when_it_began(tmp_path: Path) -> None:
     assert copied.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     seqs = [r[0] for r in copied.execute("SELECT seq FROM events ORDER BY seq")]
     assert seqs == list(range(1, reply["last_seq"] + 1))
+    copied.row_factory = sqlite3.Row  # the stored event bytes came whole: pages read the same
+    page, _ = db.events_page(copied, 0, 5000)
+    assert page == db.events_page(conn, 0, 5000)[0]
+    assert [msgpack.unpackb(e) for e in page[:50]] == db.events_since(conn, 0, 50)
     assert copied.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("copy", ".copy"))) == [
         "copy.db"
