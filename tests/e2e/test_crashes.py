@@ -19,8 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import msgpack
-
+from roost.actors.state.eventlog import row_event
 from roost.broker.client import Client
 from roost.broker.errors import RoostError
 from tests.e2e.conftest import Node, alive, sigkill, wait_for
@@ -219,8 +218,10 @@ def _committed(db: Path, text: str) -> list[int]:
     """The seqs of the ``session.input`` events in the log that typed ``text`` (read as another
     program would, beside the store)."""
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-        rows = conn.execute("SELECT seq, data FROM events WHERE kind='session.input'").fetchall()
-    return [seq for seq, data in rows if msgpack.unpackb(data).get("text") == text]
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT * FROM events WHERE kind='session.input'").fetchall()
+        events = [row_event(row) for row in rows]  # schema 5: the stored map holds the data
+    return [e["seq"] for e in events if e["data"].get("text") == text]
 
 
 def _committing(client: Client, record_id: str) -> bool:
