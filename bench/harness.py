@@ -108,7 +108,7 @@ FULL = dataclasses.replace(
     DEFAULT,
     name="full",
     levels=(1, 16, 64, 200),
-    idle_s=6.0,
+    idle_s=10.0,  # the 64 -> 200 slope of two small figures: a 6-s window gave 0.79-1.58
     dormant=(1000, 10_000),
     output_mb=50,
     output_cap_s=120,

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
     from roost.broker.zmtp import Dealer
 
+# The wire's (roost.broker.wire, which imports msgpack; a unit test holds them equal).
+PROTOCOL_VERSION, HEADER_LIMIT, HARD_FRAME_LIMIT = 1, 4 * 1024, 8 * 1024 * 1024
 QUICK_TIMEOUT_S = 1.0  # the fast path's deadline; then the click path asks, with its --timeout
 # Set, these hand every command line to the click CLI: a remote node, or shell completion.
 HANDOVER_ENV = ("ROOST_CONNECT", "ROOST_HUB", "ROOST_NODE", "_ROOST_COMPLETE")
@@ -110,17 +112,34 @@ def ask(state_dir: str, timeout: float) -> dict[str, Any]:
 def _call(
     dealer: Dealer, rid: str, method: str, target: str, body: dict[str, Any]
 ) -> dict[str, Any]:
-    from roost.broker import wire
+    from roost.broker import tinypack
 
-    header = {"v": wire.PROTOCOL_VERSION, "k": "request", "id": rid, "m": method, "t": target}
-    dealer.send([wire.pack(header), wire.pack(body)])
+    header = {"v": PROTOCOL_VERSION, "k": "request", "id": rid, "m": method, "t": target}
+    dealer.send([tinypack.packb(header), tinypack.packb(body)])
     frames = dealer.recv()
     if len(frames) != 2:
         raise Handover(f"a reply of {len(frames)} frames")
-    reply = wire.load(frames[0], wire.HEADER_LIMIT, "header")
+    reply = _load(frames[0], HEADER_LIMIT)
     if reply.get("k") != "response" or reply.get("id") != rid:
         raise Handover("not the answer asked for")  # an error reply: the click path says it
-    return wire.load(frames[1], wire.HARD_FRAME_LIMIT, "body")
+    return _load(frames[1], HARD_FRAME_LIMIT)
+
+
+def _load(frame: bytes, limit: int) -> dict[str, Any]:
+    """One frame's map, as ``wire.load`` reads it: in pure Python when it is small (msgpack's
+    import would cost more than its decode saves), else with msgpack itself."""
+    from roost.broker import tinypack
+
+    if len(frame) > limit:
+        raise Handover("a frame past the wire's limit")
+    if len(frame) <= tinypack.SMALL:
+        obj = tinypack.unpackb(frame)
+        if type(obj) is not dict:
+            raise Handover("not a msgpack map")
+        return obj
+    from roost.broker import wire
+
+    return wire.load(frame, limit, "reply")
 
 
 def render(doc: dict[str, Any], as_json: bool) -> tuple[str, list[str]]:

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+
+TYPE_CHECKING = False  # not typing's: its import costs roost ls's fast path ~4 ms (mypy reads it)
+if TYPE_CHECKING:
+    from collections.abc import Sequence  # (collections itself costs that path ~4 ms more)
 
 GAP = "  "
 
