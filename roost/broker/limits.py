@@ -1,6 +1,8 @@
 """Limits shared by the CLI and the processes that enforce them: the event log's retention bounds
 (``roost node up --retain-events``, checked by the CLI before it starts a daemon, and again by the
-daemon and the state store).
+daemon and the state store); and the wire's version and limits, which ``roost.broker.wire`` (and
+so the protocol) takes from here, as do the parts of ``roost ls``'s fast path that must not import
+msgpack (``roost.cli.quick``, ``roost.broker.tinypack``, ``roost.broker.zmtp``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,35 @@ DEFAULT_LIMIT = 1_000_000
 MIN_LIMIT = 1_000
 MAX_LIMIT = 1_000_000_000_000
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MIN_LIMIT", "check_limit"]
+PROTOCOL_VERSION = 1
+# A frame over HARD_FRAME_LIMIT is dropped by libzmq (MAXMSGSIZE) and the peer disconnected;
+# anything between BODY_LIMIT and the hard limit is answered with frame-too-large.
+HEADER_LIMIT = 4 * 1024
+BODY_LIMIT = 1024 * 1024
+HARD_FRAME_LIMIT = 8 * 1024 * 1024
+MAX_STR = 1024 * 1024
+MAX_BIN = 1024 * 1024
+MAX_ARRAY = 10_000
+MAX_MAP = 1_000
+MAX_DEPTH = 32
+MAX_FRAMES = 4
+
+__all__ = [
+    "BODY_LIMIT",
+    "DEFAULT_LIMIT",
+    "HARD_FRAME_LIMIT",
+    "HEADER_LIMIT",
+    "MAX_ARRAY",
+    "MAX_BIN",
+    "MAX_DEPTH",
+    "MAX_FRAMES",
+    "MAX_LIMIT",
+    "MAX_MAP",
+    "MAX_STR",
+    "MIN_LIMIT",
+    "PROTOCOL_VERSION",
+    "check_limit",
+]
 
 
 def check_limit(raw: str | int) -> int:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from roost.broker import nodefile
 from roost.broker.errors import RoostError
 from roost.broker.nodefile import LOCK_FILE as LOCK_FILE
 from roost.broker.nodefile import NODE_FILE as NODE_FILE
@@ -30,14 +31,7 @@ ACTOR_TOKEN_ENV = "ROOST_ACTOR_TOKEN"
 
 
 def default_state_dir() -> Path:
-    env = os.environ.get("ROOST_STATE_DIR")
-    if env:
-        return Path(env).expanduser().resolve()
-    if sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
-        return (base / "roost").resolve()
-    base = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
-    return (base / "roost").resolve()
+    return Path(nodefile.default_state_dir())
 
 
 def private_dir(path: Path) -> Path:

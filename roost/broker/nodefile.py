@@ -21,6 +21,22 @@ TOKEN_FILE = "token"
 TOKEN_ENV = "ROOST_TOKEN"
 
 
+def default_state_dir() -> str:
+    """The state directory when none is named: ``ROOST_STATE_DIR``, else the platform's
+    (``$XDG_STATE_HOME/roost``, by default ``~/.local/state/roost``; ``%LOCALAPPDATA%\\roost``
+    on Windows), resolved as ``Path.resolve`` does (``roost.broker.locate`` returns it as a
+    ``Path``)."""
+    env = os.environ.get("ROOST_STATE_DIR")
+    if env:
+        return os.path.realpath(os.path.expanduser(env))
+    home = os.path.expanduser("~")
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA", os.path.join(home, "AppData", "Local"))
+    else:
+        base = os.environ.get("XDG_STATE_HOME", os.path.join(home, ".local", "state"))
+    return os.path.realpath(os.path.join(base, "roost"))
+
+
 class _Scanning:
     """What CPython's JSON scanner reads from the decoder it serves: ``json.loads``'s defaults."""
 

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import _struct
 
+from roost.broker.limits import MAX_ARRAY as MAX_ARRAY
+from roost.broker.limits import MAX_DEPTH as MAX_DEPTH
+from roost.broker.limits import MAX_MAP as MAX_MAP
+
 TYPE_CHECKING = False  # not typing's (its import costs the fast path ~4 ms); mypy reads this
 if TYPE_CHECKING:
     from typing import Any
 
-SMALL = 64 * 1024  # frames at most this long are decoded here
-# The wire's limits (roost.broker.wire; a unit test holds them equal). Strings and bins cannot
-# pass theirs in a frame of SMALL bytes.
-MAX_ARRAY = 10_000
-MAX_MAP = 1_000
-MAX_DEPTH = 32
+SMALL = 64 * 1024  # frames at most this long are decoded here (strings and bins in one cannot
+# pass the wire's MAX_STR and MAX_BIN)
 
 _F64 = _struct.Struct(">d")
 _F32 = _struct.Struct(">f")

@@ -19,11 +19,12 @@ from __future__ import annotations
 import _socket  # not socket: its enum conversions of every constant cost ~5 ms of the start
 import time
 
+from roost.broker.limits import HARD_FRAME_LIMIT, MAX_FRAMES
+
 MORE, LONG, COMMAND = 0x01, 0x02, 0x04
 # signature (0xff, 8 bytes of padding, 0x7f), version 3.1, mechanism NULL, as-server 0, filler
 GREETING = b"\xff" + bytes(8) + b"\x7f" + b"\x03\x01" + b"NULL".ljust(20, b"\x00") + bytes(32)
-MAX_FRAME = 8 * 1024 * 1024  # the wire's hard frame limit (roost.broker.wire.HARD_FRAME_LIMIT)
-MAX_FRAMES = 4  # frames in one message (the wire's MAX_FRAMES)
+MAX_FRAME = HARD_FRAME_LIMIT  # the largest frame taken
 
 
 class ZmtpError(Exception):

@@ -20,6 +20,10 @@ from __future__ import annotations
 import os
 import sys
 
+from roost.broker.limits import HARD_FRAME_LIMIT as HARD_FRAME_LIMIT
+from roost.broker.limits import HEADER_LIMIT as HEADER_LIMIT
+from roost.broker.limits import PROTOCOL_VERSION as PROTOCOL_VERSION
+
 TYPE_CHECKING = False  # not typing's: its import costs this start ~4 ms (mypy reads this)
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -27,8 +31,6 @@ if TYPE_CHECKING:
 
     from roost.broker.zmtp import Dealer
 
-# The wire's (roost.broker.wire, which imports msgpack; a unit test holds them equal).
-PROTOCOL_VERSION, HEADER_LIMIT, HARD_FRAME_LIMIT = 1, 4 * 1024, 8 * 1024 * 1024
 QUICK_TIMEOUT_S = 1.0  # the fast path's deadline; then the click path asks, with its --timeout
 # Set, these hand every command line to the click CLI: a remote node, or shell completion.
 HANDOVER_ENV = ("ROOST_CONNECT", "ROOST_HUB", "ROOST_NODE", "_ROOST_COMPLETE")
@@ -75,14 +77,12 @@ def parse(argv: list[str], env: Mapping[str, str]) -> tuple[str | None, bool, fl
 
 
 def state_dir_of(given: str | None) -> str:
-    """The state directory as the click CLI resolves it (``make_ctx``, and off Windows
-    ``locate.default_state_dir``), without pathlib."""
+    """The state directory as the click CLI resolves it (``make_ctx``), without pathlib."""
     if given:
         return os.path.realpath(os.path.expanduser(given))
-    base = os.environ.get("XDG_STATE_HOME")
-    if base is None:
-        base = os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.realpath(os.path.join(base, "roost"))
+    from roost.broker.nodefile import default_state_dir
+
+    return default_state_dir()
 
 
 def ask(state_dir: str, timeout: float) -> dict[str, Any]:
