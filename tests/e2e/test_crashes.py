@@ -225,7 +225,10 @@ def _committed(db: Path, text: str) -> list[int]:
 
 
 def _committing(client: Client, record_id: str) -> bool:
-    """The supervisor is committing an input now (``session.show``'s ``accepting``)."""
+    """An input is being committed now: by the node (``node.status``'s ``inputs.committing``,
+    while the supervisor's gate is open) or by the supervisor (``session.show``'s ``accepting``)."""
+    if client.call("node.status", timeout=10)["inputs"]["committing"]:
+        return True
     shown = client.call("session.show", {"id": record_id, "screen": True}, timeout=10)
     return shown.get("accepting") is True
 
@@ -233,13 +236,16 @@ def _committing(client: Client, record_id: str) -> bool:
 def test_a_prompt_committed_as_the_daemon_dies_with_its_answer_is_typed_once(node: Node) -> None:
     """The window between a prompt's commit and its answer: the state store commits the input
     event while the daemon (broker and node) is stopped, and the daemon is SIGKILLed holding the
-    store's answer, so neither the supervisor nor the client hears it. Once a node is back, the
-    supervisor repeats its commit with the same event id, learns it was made, and types the
-    prompt; the client's retry with the same op id answers the first outcome. One input event in
-    the log, typed once."""
+    store's answer, so neither the supervisor nor the client hears it. The node committed it
+    (the supervisor's gate was open), so nobody handed it over: once a node is back, the
+    supervisor's catch-up after it re-registers finds it in the log and types it; the client's
+    retry with the same op id answers the first outcome. One input event in the log, typed
+    once. (The supervisor's own commit in this window is test_stalled_commit_... below.)"""
     status = node.up()
     rid = node.run("spawn", "echo", "--name", "s")["record"]["id"]
     node.wait_screen(rid, "echo-ready>")
+    # the supervisor's gate is open: the node commits the prompt itself
+    wait_for(lambda: node.run("node", "status")["inputs"]["gates_open"] == 1, 10, "the gate")
     store, daemon = status["actors"]["state"]["pid"], node.pid()
     db = node.state_dir / "state.db"
     text = "committed as the daemon died"
@@ -273,7 +279,9 @@ def test_a_prompt_committed_as_the_daemon_dies_with_its_answer_is_typed_once(nod
         sender.join(30)
     assert "reply" not in outcome and not alive(daemon)  # the answer died with the daemon
     node.up()
-    node.wait_screen(rid, f"echo: {text}", timeout=45)  # typed after the repeated commit
+    node.wait_screen(rid, f"echo: {text}", timeout=45)  # typed by the supervisor's catch-up
+    supervisor_log = (node.state_dir / "sessions" / rid / "supervisor.log").read_text()
+    assert "input-caught-up" in supervisor_log
     [seq] = _committed(db, text)
     again = node.run("prompt", rid, text, "--op", "K1")
     assert again["accepted"] and again["duplicate"] is True and again["seq"] == seq

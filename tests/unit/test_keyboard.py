@@ -48,6 +48,7 @@ class FakeStore:
         self.log: dict[str, int] = {}  # eid -> seq
         self.ops: dict[str, int] = {}
         self.attempts = 0
+        self.registered = asyncio.Event()  # never set: the gate stays shut (test_input_gate)
 
     async def call(self, target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
         assert (target, method) == ("state", "state.events.append")
@@ -91,6 +92,8 @@ class FakeSupervisor:
         self.peer, self.agent = store, FakeAgent()
         self.classification: dict[str, Any] = {}
         self.checks = self.outbox = self
+        self.exit = None
+        self.pending = False  # no resume's verdict awaited
 
     def pty(self, header: p.Header) -> FakeAgent:
         return self.agent

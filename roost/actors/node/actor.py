@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import structlog
 from roost.actors.node import backup, checkup
 from roost.actors.node import worktrees as wt
 from roost.actors.node.control import Control
+from roost.actors.node.inputs import TYPED_METHODS, Inputs
 from roost.actors.node.reports import Reports
 from roost.actors.node.restore import Restorer
 from roost.actors.node.sessions import Sessions
@@ -66,6 +67,7 @@ class NodeActor:
         self.started = time.time()
         self.sweep = Sweep(sessions, registered)
         peer.on_notify = self._on_notify
+        self.inputs = Inputs(peer, sessions)
         reports = Reports(sessions)
         handlers: dict[str, Handler] = {
             "node.status": self.status,
@@ -84,7 +86,7 @@ class NodeActor:
             "session.restore": restorer.handle,
             "session.transcript": self.transcript,
             "session.diff": self.diff,
-            "node.session.attach": self._report(reports.on_attach, locked=False),
+            "node.session.attach": self._report(self._attached(reports.on_attach), locked=False),
             "node.session.exited": self._report(reports.on_exited),
             "node.session.failed": self._report(reports.on_failed, locked=False),
             "node.session.classified": self._report(reports.on_classified),
@@ -117,8 +119,21 @@ class NodeActor:
 
         return handler
 
+    def _attached(self, on_attach: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
+        """A supervisor (re)attaching: its input gate is shut until it opens it again."""
+
+        async def attached(body: dict[str, Any]) -> Any:
+            self.inputs.closed(str(body.get("record")))
+            return await on_attach(body)
+
+        return attached
+
     async def _on_notify(self, h: p.Header, body: dict[str, Any]) -> None:
-        """The broker's ``peer.up`` of the state store: the records' copy follows it."""
+        """The broker's ``peer.up`` of the state store: the records' copy follows it; a
+        supervisor's input gate (``node.session.gate``)."""
+        if "gate" in body:
+            self.inputs.on_gate(h.sender, body)
+            return
         if (
             h.sender == "broker"
             and body.get("event") == "peer.up"
@@ -145,6 +160,7 @@ class NodeActor:
             "busy": self.control.busy,
             "accepting": self.control.accepting,
             "cleaning": self.sessions.cleaning,
+            "inputs": self.inputs.status(),
         }
 
     async def _counts(self) -> dict[str, int] | None:
@@ -360,9 +376,16 @@ class NodeActor:
             key_names(body)
         r.check_generation(record, h.session)
         active = r.check_live(record)
-        reply = await self.call_session(
-            record, h.method, body, generation=active["generation"], op=h.op
-        )
+
+        def forward() -> Awaitable[dict[str, Any]]:
+            return self.call_session(
+                record, h.method, body, generation=active["generation"], op=h.op
+            )
+
+        if h.method in TYPED_METHODS:  # committed here while the supervisor's gate is open
+            reply = await self.inputs.accept(record, active, h, body, forward)
+        else:
+            reply = await forward()
         if h.method == "session.resize":  # the next launch (resume) uses the size last asked for
             await self.sessions.update(record, {"rows": reply["rows"], "cols": reply["cols"]})
         return {**reply, "record": record.id, "generation": record.generation}

@@ -106,6 +106,7 @@ class Supervisor:
             self.turns.prefetch()
             return
         self.agent = PtyAgent(self.spec, self._on_output, self._on_exit)
+        self.agent.on_drained = self.keyboard.update_gate
         self.agent.launch()
         log.info("agent-started", record=self.record_id, pid=self.agent.pid)
         self.checks.start()
@@ -135,6 +136,7 @@ class Supervisor:
         self.exit = status
         self.snapshot()
         self.checks.on_exit()
+        self.keyboard.update_gate()
         self._finishing = asyncio.get_running_loop().create_task(self._report_exit(status))
 
     async def _report_exit(self, status: ExitStatus) -> None:
@@ -166,7 +168,10 @@ class Supervisor:
     # -- talking to the node -------------------------------------------------------------------
 
     async def attach(self) -> None:
-        """After every (re)registration: tell the node who we are; a fenced supervisor leaves."""
+        """After every (re)registration: tell the node who we are, then type what the node had
+        committed and not handed over (a catch-up) before the gate opens; a fenced supervisor
+        leaves."""
+        self.keyboard.registration_lost()
         while True:
             try:
                 reply = await self.peer.call(
@@ -190,6 +195,7 @@ class Supervisor:
                         node_serves=reply.get("serves"),
                         reason=reply.get("reason"),
                     )
+                await self.keyboard.catch_up()
                 return
             except RoostError as err:
                 if err.code in ("stale-generation", "not-found"):
@@ -208,6 +214,7 @@ class Supervisor:
         """The adapter's verdict on the screen; a change is reported to the node."""
         if result != self.classification:
             self.classification = result
+            self.keyboard.update_gate()  # closed before anyone can see a login screen's verdict
             self.report("node.session.classified", {"classification": result})
 
     def report(self, method: str, body: dict[str, Any]) -> None:

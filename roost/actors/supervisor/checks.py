@@ -71,6 +71,10 @@ class IdentityAndResume:
                 {"record": self.sup.record_id},
             )
 
+    async def settled_verdict(self) -> None:
+        """Until the resume has its verdict (at once when none is awaited)."""
+        await self.verdict.wait()
+
     def on_exit(self) -> None:
         self._exited.set()
 

@@ -23,6 +23,11 @@ class Checks(Protocol):
 
     async def hold_input(self) -> None: ...
 
+    async def settled_verdict(self) -> None: ...
+
+    @property
+    def pending(self) -> bool: ...
+
 
 class Session(Protocol):
     spec: dict[str, Any]

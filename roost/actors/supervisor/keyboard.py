@@ -7,6 +7,16 @@ event id until the store says it holds it. Input waits for a resume's verdict fi
 into a CLI still loading the conversation) and types one request at a time. A prompt's submit key
 goes apart from its text where the provider asks for it (``submit_delay_s``): some TUIs take a
 burst for a paste, so the key waits until the screen shows the typed text's end.
+
+Two ways in. While nothing holds input back (the gate is open: no resume's verdict awaited, no
+login or API-key screen, the agent reading, nothing missed to catch up on), the node commits an
+input itself and hands it here to be typed (``session.type``, with its seq): the accepted
+prompt's path then has no supervisor on it. Otherwise the node forwards the request, and it is
+committed here as above. The supervisor tells the node when the gate opens and closes
+(``node.session.gate``, a notification). An input the node committed is typed once: by its
+``session.type``, or, when the node died before it was handed over, by the catch-up that follows
+every re-registration, which reads this generation's inputs from the log since the last one and
+types those not typed yet, before any other input.
 """
 
 from __future__ import annotations
@@ -17,8 +27,10 @@ from typing import Any
 
 import structlog
 
+from roost.actors.runtime.peer import Peer
 from roost.actors.supervisor.host import Session
 from roost.actors.supervisor.outbox import TRANSIENT
+from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.adapters.base import KEYS, key_names
 from roost.broker import fields as f
 from roost.broker import protocol as p
@@ -30,6 +42,9 @@ ECHO_TAIL, ECHO_WAIT_S, ECHO_POLL_S = 8, 3.0, 0.02  # the typed text shown befor
 COMMIT_WAIT_S = 10.0  # an input commit unanswered this long may still have been committed
 COMMIT_RETRY_S = 0.5
 MAX_UNTYPED = 1 << 20  # bytes accepted but not yet read by the agent, past which input is refused
+GATE_PENDING = 256 << 10  # the node commits input itself only while less than this waits
+CATCH_UP_RETRY_S = 0.5
+TYPED_KEPT = 4096  # seqs remembered as typed past the floor
 # Screens that ask for a credential: what is typed there is logged as its length only.
 SECRET_SCREENS = ("login", "api-key")
 
@@ -44,6 +59,26 @@ def logged_text(text: str, classification: dict[str, Any]) -> dict[str, Any]:
     return {"text": text}
 
 
+async def commit_input(peer: Peer, body: dict[str, Any]) -> dict[str, Any]:
+    """``state.events.append`` of an input (by this supervisor, or by the node: ``inputs``). An
+    answer refusing it (the store away, its disk full) means nothing was committed. An attempt
+    with no answer by its deadline may have been: it is repeated, same event id, until the store
+    answers, which it does once with the event appended (``repeated`` when the lost attempt had
+    appended it)."""
+    loop, attempts = asyncio.get_running_loop(), 0
+    while True:
+        attempts, started = attempts + 1, loop.time()
+        try:
+            return await peer.call("state", "state.events.append", body, timeout=COMMIT_WAIT_S)
+        except RoostError as err:
+            unanswered = loop.time() - started >= COMMIT_WAIT_S
+            if err.code not in TRANSIENT or (attempts == 1 and not unanswered):
+                raise
+            if attempts == 1:
+                log.warning("input-commit-unanswered", code=err.code)
+        await asyncio.sleep(COMMIT_RETRY_S)
+
+
 class Keyboard:
     def __init__(self, sup: Session) -> None:
         self.sup = sup
@@ -52,12 +87,20 @@ class Keyboard:
         self._lock = asyncio.Lock()
         self._inputs = itertools.count(1)
         self.committing = False  # an input's event is being committed now (session.screen)
+        # The gate: what the node was last told, and whether a catch-up is needed first.
+        self.gate = False
+        self.floor: int | None = None  # inputs up to this seq are typed (None: gate never opened)
+        self.typed: set[int] = set()  # seqs past the floor typed by this supervisor
+        self.caught_up = asyncio.Event()
+        self.caught_up.set()  # nothing to catch up on before the gate first opens
+        self._gating: asyncio.Task[None] | None = None
 
     def handlers(self) -> dict[str, Any]:
         return {
             "session.input": self.on_input,
             "session.prompt": self.on_prompt,
             "session.key": self.on_key,
+            "session.type": self.on_type,
         }
 
     async def on_prompt(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
@@ -90,6 +133,7 @@ class Keyboard:
         sup = self.sup
         sup.pty(header)
         await sup.checks.hold_input()  # a resume's verdict first: never typed into a void
+        await self._caught_up()
         agent = sup.pty(header)
         async with self._lock:
             if not await sup.outbox.drained(5.0):
@@ -115,7 +159,7 @@ class Keyboard:
                 body["op"] = {"id": header.op, "method": header.method, "record": sup.record_id}
             self.committing = True
             try:
-                committed = await self._commit(body)
+                committed = await commit_input(sup.peer, body)
             finally:
                 self.committing = False
             if committed.get("duplicate"):  # the op as first stored: the node answers with it
@@ -125,31 +169,203 @@ class Keyboard:
                     "seq": (committed["seqs"] or [None])[0],
                     "op": committed.get("op"),
                 }
-            agent.write(data)
-            if then:  # the submit key apart from the text: some TUIs take a burst for a paste
-                await self._echoed(data.decode("utf-8", "replace"))
-                agent.write(then)
-        return {"accepted": True, "seq": committed["seqs"][0]}
+            seq = committed["seqs"][0]
+            self._typed(seq)
+            await self._write(agent, data, then)
+        self.update_gate()
+        return {"accepted": True, "seq": seq}
 
-    async def _commit(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``state.events.append``. An answer refusing it (the store away, its disk full) means
-        nothing was committed. An attempt with no answer by its deadline may have been: it is
-        repeated, same event id, until the store answers, which it does once with the event
-        appended (``repeated`` when the lost attempt had appended it)."""
-        loop, attempts = asyncio.get_running_loop(), 0
-        while True:
-            attempts, started = attempts + 1, loop.time()
+    async def _write(self, agent: PtyAgent, data: bytes, then: bytes) -> None:
+        agent.write(data)
+        if then:  # the submit key apart from the text: some TUIs take a burst for a paste
+            await self._echoed(data.decode("utf-8", "replace"))
+            agent.write(then)
+
+    def _keystrokes(self, data: dict[str, Any]) -> tuple[bytes, bytes] | None:
+        """What a committed ``session.input`` event's data types (text, then the submit key
+        where it goes apart), or None for one that cannot be typed again (text withheld)."""
+        kind = data.get("input")
+        if kind == "key" and isinstance(data.get("keys"), list):
+            keys = key_names({"keys": data["keys"]})
+            return b"".join(self.submit if k == "enter" else KEYS[k] for k in keys), b""
+        text = data.get("text")
+        if not isinstance(text, str):
+            return None
+        if kind == "prompt":
+            if self.submit_delay:
+                return text.encode(), self.submit
+            return text.encode() + self.submit, b""
+        return (text.encode(), b"") if kind == "input" else None
+
+    async def on_type(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """An input the node committed (its ``seq`` and event ``data``): typed once, in the
+        order handed over; one typed before (a repeat after a lost answer) is not typed again."""
+        if header.sender != "node":
+            raise RoostError("forbidden", "only the node hands over committed input")
+        seq = f.req_int(body, "seq", lo=1)
+        data = body.get("data")
+        if not isinstance(data, dict):
+            raise RoostError("bad-request", "data must be a map", {"field": "data"})
+        sup = self.sup
+        agent = sup.pty(header)
+        if sup.checks.pending:  # committed already: it waits for the verdict, however long
+            await sup.checks.settled_verdict()
+        async with self._lock:
+            if self._was_typed(seq):
+                return {"typed": True, "repeated": True}
+            keys = self._keystrokes(data)
+            if keys is None:
+                raise RoostError("bad-request", "this input cannot be typed", {"field": "data"})
+            self._typed(seq)
+            await self._write(agent, *keys)
+        self.update_gate()
+        return {"typed": True}
+
+    def _was_typed(self, seq: int) -> bool:
+        return seq in self.typed or (self.floor is not None and seq <= self.floor)
+
+    def _typed(self, seq: int) -> None:
+        """Remember ``seq`` as typed; past ``TYPED_KEPT`` seqs, the older half is folded into the
+        floor (a repeat so late that thousands of inputs came after it is not typed again)."""
+        self.typed.add(seq)
+        if len(self.typed) > TYPED_KEPT and self.floor is not None:
+            kept = sorted(self.typed)
+            self.floor = max(self.floor, kept[len(kept) // 2])
+            self.typed = {s for s in kept if s > self.floor}
+
+    # -- the gate ------------------------------------------------------------------------------
+
+    def _may_open(self) -> bool:
+        sup = self.sup
+        agent = sup.agent
+        return (
+            agent is not None
+            and sup.exit is None
+            and sup.peer.registered.is_set()
+            and self.caught_up.is_set()
+            and not sup.checks.pending
+            and not logged_text("", sup.classification).get("withheld")
+            and agent.pending < GATE_PENDING
+        )
+
+    def update_gate(self) -> None:
+        """Tell the node when the gate opens or closes (a notification; nothing waits on it)."""
+        sup = self.sup
+        want = self._may_open()
+        if sup.checks.pending:
+            self._wake_on_verdict()
+        if want == self.gate:
+            return
+        if want and self.floor is None:  # the first opening: where a catch-up would start
+            if self._gating is None:
+                self._gating = asyncio.get_running_loop().create_task(self._first_open())
+            return
+        self.gate = want
+        sup.peer.notify(
+            "node",
+            {
+                "gate": want,
+                "record": sup.record_id,
+                "generation": sup.generation,
+                "instance": sup.instance_id,
+            },
+        )
+
+    def _wake_on_verdict(self) -> None:
+        if self._gating is None:
+            self._gating = asyncio.get_running_loop().create_task(self._after_verdict())
+
+    async def _after_verdict(self) -> None:
+        try:
+            await self.sup.checks.settled_verdict()
+        finally:
+            self._gating = None
+        self.update_gate()
+
+    async def _first_open(self) -> None:
+        """Before the gate first opens: the log's last seq, past which any input the node
+        commits for this supervisor will be (a catch-up starts there)."""
+        try:
+            while self.floor is None and self.sup.exit is None:
+                try:
+                    page = await self.sup.peer.call(
+                        "state",
+                        "state.events.since",
+                        {"after": 0, "limit": 1, "record": self.sup.record_id},
+                        timeout=COMMIT_WAIT_S,
+                    )
+                    self.floor = int(page["last_seq"])
+                except RoostError:
+                    await asyncio.sleep(CATCH_UP_RETRY_S)
+        finally:
+            self._gating = None
+        self.update_gate()
+
+    def registration_lost(self) -> None:
+        """Called as a (re)registration begins: the node forgot the gate; input the node had
+        committed may not have been handed over, so nothing is typed before the catch-up."""
+        self.gate = False
+        if self.floor is not None:
+            self.caught_up.clear()
+
+    async def catch_up(self) -> None:
+        """Type this generation's inputs the node committed and did not hand over (it died
+        first), in their order, before any other input; then open the gate again."""
+        sup = self.sup
+        while not self.caught_up.is_set() and sup.exit is None:
             try:
-                return await self.sup.peer.call(
-                    "state", "state.events.append", body, timeout=COMMIT_WAIT_S
-                )
+                async with self._lock:
+                    await self._catch_up()
+                self.caught_up.set()
             except RoostError as err:
-                unanswered = loop.time() - started >= COMMIT_WAIT_S
-                if err.code not in TRANSIENT or (attempts == 1 and not unanswered):
-                    raise
-                if attempts == 1:
-                    log.warning("input-commit-unanswered", code=err.code)
-            await asyncio.sleep(COMMIT_RETRY_S)
+                log.warning("input-catch-up-failed", code=err.code)
+                await asyncio.sleep(CATCH_UP_RETRY_S)
+        self.caught_up.set()
+        self.update_gate()
+
+    async def _catch_up(self) -> None:
+        sup = self.sup
+        assert self.floor is not None
+        after, last = self.floor, self.floor
+        while True:
+            page = await sup.peer.call(
+                "state",
+                "state.events.since",
+                {"after": after, "limit": 1000, "record": sup.record_id},
+                timeout=COMMIT_WAIT_S,
+            )
+            last = max(last, int(page["last_seq"]))
+            for event in page["events"]:
+                after = event["seq"]
+                if (
+                    event["kind"] != "session.input"
+                    or event.get("generation") != sup.generation
+                    or self._was_typed(after)
+                ):
+                    continue
+                keys = self._keystrokes(event.get("data") or {})
+                if keys is None or sup.agent is None:
+                    log.warning("input-not-typed", seq=after, reason="cannot be typed again")
+                    continue
+                log.info("input-caught-up", seq=after)
+                self._typed(after)
+                await self._write(sup.agent, *keys)
+            if not page["more"]:
+                break
+        self.floor = max(last, after)
+        self.typed = {s for s in self.typed if s > self.floor}
+
+    async def _caught_up(self) -> None:
+        if self.caught_up.is_set():
+            return
+        try:
+            await asyncio.wait_for(self.caught_up.wait(), COMMIT_WAIT_S)
+        except TimeoutError:
+            raise RoostError(
+                "unavailable",
+                "input committed before the node restarted is still being typed; retry shortly",
+                {"record": self.sup.record_id},
+            ) from None
 
     async def _echoed(self, text: str) -> None:
         """Wait before the submit key: ``submit_delay_s``, then until the screen shows the typed

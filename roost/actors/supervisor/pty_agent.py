@@ -43,6 +43,7 @@ class PtyAgent:
         self.exited = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._unwritten = bytearray()  # typed, not yet taken by the terminal
+        self.on_drained: Callable[[], None] | None = None  # the terminal took all that waited
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -91,6 +92,8 @@ class PtyAgent:
         del self._unwritten[:written]
         if not self._unwritten:
             asyncio.get_running_loop().remove_writer(self.pty.fd)
+            if self.on_drained is not None:
+                self.on_drained()
 
     def resize(self, rows: int, cols: int) -> None:
         assert self.pty is not None

@@ -1,0 +1,229 @@
+"""Input the node commits itself: ``session.prompt``, ``session.input`` and ``session.key``.
+
+While a supervisor's gate is open (it said so with a ``node.session.gate`` notification: no
+resume's verdict awaited, no login or API-key screen, its agent reading), the node commits the
+input's ``session.input`` event and its operation in one state-store transaction, answers
+``accepted``, and hands the input to the supervisor to type (``session.type`` with the event's
+seq). The accepted prompt's path is then the client, the node and one commit. Otherwise the
+request goes to the supervisor, which commits it as before (``keyboard``).
+
+Order: one record's inputs are taken one at a time here, by either way, and handed over in the
+order they were committed; a forwarded input waits until the node has handed over every input it
+committed before. Nothing committed is lost: a hand-over that gets no answer is repeated (the
+supervisor types a seq once) while the record is live in the same generation, and when the node
+dies before it, the supervisor's catch-up after it re-registers types it from the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from roost.actors.node.sessions import Sessions
+from roost.actors.runtime.peer import Peer
+from roost.actors.state import records as r
+from roost.actors.supervisor.keyboard import GATE_PENDING, commit_input
+from roost.actors.supervisor.outbox import TRANSIENT
+from roost.adapters.base import key_names
+from roost.broker import fields as f
+from roost.broker import protocol as p
+from roost.broker.errors import RoostError
+
+log = structlog.get_logger("roost.inputs")
+
+TYPED_METHODS = {"session.prompt": "prompt", "session.input": "input", "session.key": "key"}
+DIRECT_MAX = 64 << 10  # larger inputs go to the supervisor, which checks what waits exactly
+HAND_OVER_WAIT_S = 10.0  # a hand-over unanswered this long is sent again
+IDLE_WAIT_S = 10.0  # a forwarded input waits at most this long for the hand-overs before it
+RETRY_S = 0.2
+
+
+@dataclass
+class _Typed:
+    generation: int
+    seq: int
+    data: dict[str, Any]
+    size: int
+
+
+class Inputs:
+    def __init__(self, peer: Peer, sessions: Sessions) -> None:
+        self.peer, self.sessions = peer, sessions
+        self.gates: dict[str, tuple[int, str]] = {}  # record -> (generation, instance) open
+        self._locks: dict[str, list[Any]] = {}  # record -> [lock, requests using it]
+        self._queues: dict[str, collections.deque[_Typed]] = {}
+        self._idle: dict[str, asyncio.Event] = {}
+        self._waiting: dict[str, int] = {}  # record -> bytes committed, not handed over yet
+        self._eids = itertools.count(1)
+        self._prefix = f"node:{os.urandom(6).hex()}:input:"
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.committed = 0  # inputs committed here since the node started (node.status)
+        self.committing = 0  # commits of this node's awaiting the state store now
+
+    def status(self) -> dict[str, int]:
+        """``node.status``'s ``inputs``."""
+        return {
+            "gates_open": len(self.gates),
+            "committed": self.committed,
+            "committing": self.committing,
+            "handing_over": sum(len(q) for q in self._queues.values()),
+        }
+
+    # -- the gate ------------------------------------------------------------------------------
+
+    def on_gate(self, sender: str, body: dict[str, Any]) -> None:
+        """A supervisor's ``node.session.gate``: open or closed, for its generation."""
+        record = body.get("record")
+        if not isinstance(record, str) or sender != f"session/{record}":
+            return
+        generation, instance = body.get("generation"), body.get("instance")
+        if body.get("gate") is True and isinstance(generation, int) and isinstance(instance, str):
+            self.gates[record] = (generation, instance)
+        else:
+            self.gates.pop(record, None)
+
+    def closed(self, record_id: str) -> None:
+        """The supervisor re-registered (or left): its gate is shut until it says otherwise."""
+        self.gates.pop(record_id, None)
+
+    def _open(self, record: r.Record, active: dict[str, Any], size: int) -> bool:
+        gate = self.gates.get(record.id)
+        return (
+            gate is not None
+            and gate == (active.get("generation"), active.get("instance"))
+            and size <= DIRECT_MAX
+            and self._waiting.get(record.id, 0) + size <= GATE_PENDING
+        )
+
+    # -- accepting -----------------------------------------------------------------------------
+
+    async def accept(
+        self,
+        record: r.Record,
+        active: dict[str, Any],
+        h: p.Header,
+        body: dict[str, Any],
+        forward: Callable[[], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
+        """Commit the input here when the gate is open, else ``forward`` it; one at a time."""
+        kind = TYPED_METHODS[h.method]
+        if kind == "key":
+            data: dict[str, Any] = {"input": kind, "keys": key_names(body)}
+            size = len(data["keys"]) * 8
+        else:
+            text = f.text(body, "text")
+            data, size = {"input": kind, "text": text}, len(text.encode())
+        entry = self._locks.setdefault(record.id, [asyncio.Lock(), 0])
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                if self._open(record, active, size):
+                    return await self._commit(record, active, h, data, size)
+                await self._handed_over(record.id)
+                return await forward()
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self._locks.pop(record.id, None)
+
+    async def _commit(
+        self, record: r.Record, active: dict[str, Any], h: p.Header, data: dict[str, Any], size: int
+    ) -> dict[str, Any]:
+        generation = int(active["generation"])
+        body: dict[str, Any] = {
+            "events": [
+                {
+                    "kind": "session.input",
+                    "record": record.id,
+                    "generation": generation,
+                    "data": data,
+                    "eid": f"{self._prefix}{next(self._eids)}",
+                }
+            ]
+        }
+        if h.op:
+            body["op"] = {"id": h.op, "method": h.method, "record": record.id}
+        self.committing += 1
+        try:
+            committed = await commit_input(self.peer, body)
+        finally:
+            self.committing -= 1
+        seq = (committed.get("seqs") or [None])[0]
+        if committed.get("duplicate"):  # the op as first stored: the node answers with it
+            return {"accepted": True, "duplicate": True, "seq": seq, "op": committed.get("op")}
+        assert isinstance(seq, int)
+        self.committed += 1
+        self._hand_over(record.id, _Typed(generation, seq, data, size))
+        return {"accepted": True, "seq": seq}
+
+    # -- handing over --------------------------------------------------------------------------
+
+    def _hand_over(self, record_id: str, typed: _Typed) -> None:
+        queue = self._queues.get(record_id)
+        self._waiting[record_id] = self._waiting.get(record_id, 0) + typed.size
+        if queue is not None:
+            queue.append(typed)
+            return
+        self._queues[record_id] = collections.deque([typed])
+        self._idle.setdefault(record_id, asyncio.Event()).clear()
+        task = asyncio.get_running_loop().create_task(self._deliver(record_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handed_over(self, record_id: str) -> None:
+        """Until every input committed here for the record has been handed over (bounded)."""
+        idle = self._idle.get(record_id)
+        if idle is None or record_id not in self._queues:
+            return
+        try:
+            await asyncio.wait_for(idle.wait(), IDLE_WAIT_S)
+        except TimeoutError:
+            log.warning("input-hand-over-slow", record=record_id)
+
+    async def _deliver(self, record_id: str) -> None:
+        queue = self._queues[record_id]
+        try:
+            while queue:
+                typed = queue[0]
+                if await self._type(record_id, typed):
+                    queue.popleft()
+                    self._waiting[record_id] -= typed.size
+        finally:
+            self._queues.pop(record_id, None)
+            self._waiting.pop(record_id, None)
+            self._idle.pop(record_id, asyncio.Event()).set()
+
+    async def _type(self, record_id: str, typed: _Typed) -> bool:
+        """Hand one input over; True once it is typed, or can never be (the generation ended)."""
+        try:
+            await self.peer.call(
+                f"session/{record_id}",
+                "session.type",
+                {"seq": typed.seq, "data": typed.data},
+                session={"generation": typed.generation},
+                timeout=HAND_OVER_WAIT_S,
+            )
+            return True
+        except RoostError as err:
+            if err.code in (*TRANSIENT, "timeout", "unreachable") and await self._same_life(
+                record_id, typed.generation
+            ):
+                await asyncio.sleep(RETRY_S)
+                return False
+            log.warning("input-not-typed", record=record_id, seq=typed.seq, code=err.code)
+            return True
+
+    async def _same_life(self, record_id: str, generation: int) -> bool:
+        try:
+            record = await self.sessions.find(record_id)
+        except RoostError as err:
+            return err.code != "not-found"
+        active = record.active or {}
+        return record.state in (r.LIVE, r.ATTENTION) and active.get("generation") == generation

@@ -1,0 +1,258 @@
+"""The node's side of input it commits itself (roost.actors.node.inputs): only through an open
+gate of the live generation, one commit on the path, handed over in order and repeated until
+typed, and a forwarded input never overtaking one committed here."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from roost.actors.node import inputs as inputs_module
+from roost.actors.node.inputs import DIRECT_MAX, Inputs
+from roost.actors.state import records as r
+from roost.broker import protocol as p
+from roost.broker.errors import RoostError
+
+ACTIVE = {"generation": 3, "instance": "i3"}
+GATE = {"gate": True, "record": "r1", "generation": 3, "instance": "i3"}
+
+
+class FakePeer:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
+        self.typing = asyncio.Event()  # session.type answers once set
+        self.typing.set()
+        self.fail_typing: list[str] = []  # codes the next hand-overs fail with
+        self.ops: set[str] = set()
+
+    async def call(self, target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
+        self.calls.append((target, method, body, kw))
+        if method == "state.events.append":
+            op = (body.get("op") or {}).get("id")
+            if op in self.ops:
+                return {
+                    "duplicate": True,
+                    "op": {"id": op, "method": "session.prompt"},
+                    "seqs": [7],
+                }
+            if op:
+                self.ops.add(op)
+            return {"seqs": [100 + len(self.calls)]}
+        assert (target, method) == ("session/r1", "session.type")
+        await self.typing.wait()
+        if self.fail_typing:
+            raise RoostError(self.fail_typing.pop(0), "no")
+        return {"typed": True}
+
+    def typed(self) -> list[tuple[int, dict[str, Any]]]:
+        return [(b["seq"], b["data"]) for _, m, b, _ in self.calls if m == "session.type"]
+
+
+def record(state: str, active: dict[str, Any] | None) -> r.Record:
+    return r.Record("r1", "s", "echo", "pty", "/w", state=state, generation=3, active=active)
+
+
+class FakeSessions:
+    def __init__(self) -> None:
+        self.record = record(r.LIVE, dict(ACTIVE))
+
+    async def find(self, ref: str) -> r.Record:
+        return self.record
+
+
+def header(method: str = "session.prompt", op: str = "") -> p.Header:
+    return p.Header(kind="request", method=method, op=op)
+
+
+def make() -> tuple[Inputs, FakePeer, FakeSessions]:
+    peer, sessions = FakePeer(), FakeSessions()
+    return Inputs(peer, sessions), peer, sessions  # type: ignore[arg-type]
+
+
+async def settle(inputs: Inputs) -> None:
+    for _ in range(200):
+        if not inputs.status()["handing_over"]:
+            return
+        await asyncio.sleep(0.01)
+
+
+def test_an_open_gate_has_the_node_commit_and_hand_over() -> None:
+    async def scenario() -> tuple[Any, FakePeer, Inputs]:
+        inputs, peer, sessions = make()
+        inputs.on_gate("session/r1", GATE)
+        forwarded: list[str] = []
+
+        async def forward() -> dict[str, Any]:
+            forwarded.append("x")
+            return {}
+
+        reply = await inputs.accept(
+            sessions.record, ACTIVE, header(op="K"), {"text": "hi"}, forward
+        )
+        await settle(inputs)
+        assert forwarded == []
+        return reply, peer, inputs
+
+    reply, peer, inputs = asyncio.run(scenario())
+    (_, _, body, _) = peer.calls[0]
+    [event] = body["events"]
+    assert event["kind"] == "session.input" and event["generation"] == 3
+    assert event["data"] == {"input": "prompt", "text": "hi"}
+    assert event["eid"].startswith("node:") and body["op"]["id"] == "K"
+    assert reply == {"accepted": True, "seq": 101}
+    assert peer.typed() == [(101, {"input": "prompt", "text": "hi"})]
+    assert peer.calls[1][3]["session"] == {"generation": 3}
+    assert inputs.status() == {"gates_open": 1, "committed": 1, "committing": 0, "handing_over": 0}
+
+
+def test_a_shut_gate_or_another_generation_forwards() -> None:
+    async def scenario() -> list[str]:
+        inputs, _peer, sessions = make()
+        got: list[str] = []
+
+        async def forward() -> dict[str, Any]:
+            got.append("forwarded")
+            return {"accepted": True}
+
+        rec = sessions.record
+        await inputs.accept(rec, ACTIVE, header(), {"text": "a"}, forward)  # never opened
+        inputs.on_gate("session/r2", GATE)  # another record's supervisor cannot open it
+        await inputs.accept(rec, ACTIVE, header(), {"text": "b"}, forward)
+        inputs.on_gate("session/r1", {**GATE, "generation": 2})  # an older supervisor
+        await inputs.accept(rec, ACTIVE, header(), {"text": "c"}, forward)
+        inputs.on_gate("session/r1", GATE)
+        await inputs.accept(rec, ACTIVE, header(), {"text": "x" * (DIRECT_MAX + 1)}, forward)
+        inputs.on_gate("session/r1", {**GATE, "gate": False})
+        await inputs.accept(rec, ACTIVE, header(), {"text": "d"}, forward)
+        inputs.on_gate("session/r1", GATE)
+        inputs.closed("r1")  # the supervisor re-attached
+        await inputs.accept(rec, ACTIVE, header(), {"text": "e"}, forward)
+        return got
+
+    assert asyncio.run(scenario()) == ["forwarded"] * 6
+
+
+def test_a_repeated_operation_is_answered_with_its_first_outcome_and_not_typed() -> None:
+    async def scenario() -> tuple[Any, FakePeer]:
+        inputs, peer, sessions = make()
+        inputs.on_gate("session/r1", GATE)
+        peer.ops.add("K")
+
+        async def forward() -> dict[str, Any]:
+            raise AssertionError("not forwarded")
+
+        reply = await inputs.accept(sessions.record, ACTIVE, header(op="K"), {"text": "x"}, forward)
+        await settle(inputs)
+        return reply, peer
+
+    reply, peer = asyncio.run(scenario())
+    assert reply["duplicate"] is True and reply["seq"] == 7 and peer.typed() == []
+
+
+def test_keys_are_committed_by_name() -> None:
+    async def scenario() -> FakePeer:
+        inputs, peer, sessions = make()
+        inputs.on_gate("session/r1", GATE)
+
+        async def forward() -> dict[str, Any]:
+            raise AssertionError("not forwarded")
+
+        body = {"keys": ["escape", "enter"]}
+        await inputs.accept(sessions.record, ACTIVE, header("session.key"), body, forward)
+        await settle(inputs)
+        return peer
+
+    assert asyncio.run(scenario()).typed() == [(101, {"input": "key", "keys": ["escape", "enter"]})]
+
+
+def test_a_hand_over_without_an_answer_is_repeated_while_the_generation_lives() -> None:
+    async def scenario() -> FakePeer:
+        inputs, peer, sessions = make()
+        inputs.on_gate("session/r1", GATE)
+        peer.fail_typing = ["timeout", "unreachable"]
+
+        async def forward() -> dict[str, Any]:
+            raise AssertionError("not forwarded")
+
+        await inputs.accept(sessions.record, ACTIVE, header(), {"text": "x"}, forward)
+        await settle(inputs)
+        return peer
+
+    assert [seq for seq, _ in asyncio.run(scenario()).typed()] == [101, 101, 101]
+
+
+def test_a_hand_over_ends_with_the_generation() -> None:
+    async def scenario() -> tuple[FakePeer, Inputs]:
+        inputs, peer, sessions = make()
+        inputs.on_gate("session/r1", GATE)
+        peer.fail_typing = ["unreachable"] * 50
+
+        async def forward() -> dict[str, Any]:
+            raise AssertionError("not forwarded")
+
+        await inputs.accept(sessions.record, ACTIVE, header(), {"text": "x"}, forward)
+        sessions.record = record(r.DORMANT, None)  # the session was lost
+        await settle(inputs)
+        return peer, inputs
+
+    peer, inputs = asyncio.run(scenario())
+    assert len(peer.typed()) == 1 and inputs.status()["handing_over"] == 0
+
+
+def test_a_forwarded_input_waits_for_the_hand_overs_before_it() -> None:
+    async def scenario() -> list[str]:
+        inputs, peer, sessions = make()
+        order: list[str] = []
+        inputs.on_gate("session/r1", GATE)
+        peer.typing.clear()  # the supervisor is slow to answer its hand-over
+
+        async def never() -> dict[str, Any]:
+            raise AssertionError("not forwarded")
+
+        await inputs.accept(sessions.record, ACTIVE, header(), {"text": "first"}, never)
+        inputs.on_gate("session/r1", {**GATE, "gate": False})
+
+        async def forward() -> dict[str, Any]:
+            order.append("second forwarded")
+            return {}
+
+        second = asyncio.ensure_future(
+            inputs.accept(sessions.record, ACTIVE, header(), {"text": "second"}, forward)
+        )
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert order == []
+        order.append("first typed")
+        peer.typing.set()
+        await second
+        return order
+
+    assert asyncio.run(scenario()) == ["first typed", "second forwarded"]
+
+
+def test_input_past_what_may_wait_goes_to_the_supervisor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inputs_module, "IDLE_WAIT_S", 0.01)
+
+    async def scenario() -> tuple[int, dict[str, int]]:
+        inputs, peer, sessions = make()
+        inputs.on_gate("session/r1", GATE)
+        peer.typing.clear()  # nothing handed over is answered: it all waits
+        forwarded = 0
+
+        async def forward() -> dict[str, Any]:
+            nonlocal forwarded
+            forwarded += 1
+            return {}
+
+        for _ in range(5):  # 5 x 60 KiB: past 256 KiB waiting, the node stops committing
+            text = "y" * (60 << 10)
+            await inputs.accept(sessions.record, ACTIVE, header(), {"text": text}, forward)
+        status = inputs.status()
+        peer.typing.set()
+        await settle(inputs)
+        return forwarded, status
+
+    forwarded, status = asyncio.run(scenario())
+    assert forwarded == 1 and status["committed"] == 4 and status["handing_over"] == 4
