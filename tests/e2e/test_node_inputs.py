@@ -4,11 +4,16 @@ supervisor and a daemon killed with hand-overs still on their way."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sqlite3
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
+from roost.broker.errors import RoostError
 from tests.e2e.conftest import Node, alive, sigkill, wait_for
 
 
@@ -82,3 +87,56 @@ def test_hand_overs_on_their_way_when_the_daemon_dies_are_typed_once(node: Node)
     data = node.run("transcript", rid)["data"]
     positions = [data.index(f"echo: {t}") for t in [*texts, after]]
     assert positions == sorted(positions), "typed out of order"
+
+
+def test_a_turn_the_node_began_as_it_died_runs_after_the_restart(node: Node) -> None:
+    """The node begins a stream-mode turn (the supervisor's gate is open), the state store
+    commits it while the daemon is stopped, and the daemon is SIGKILLed holding the answer: the
+    turn is accepted and nobody handed it over. The supervisor's catch-up with the next node
+    finds it running and runs it; it completes once, and a retry of its op answers it."""
+    status = node.up()
+    rid = node.run("spawn", "echo", "--name", "t", "--mode", "stream")["record"]["id"]
+    wait_for(lambda: _inputs(node)["gates_open"] == 1, 10, "the supervisor to open its gate")
+    store, daemon = status["actors"]["state"]["pid"], node.pid()
+    outcome: dict[str, Any] = {}
+    with node.client() as watcher, node.client() as client:
+
+        def send() -> None:
+            try:
+                body = {"id": rid, "text": "begun as the node died"}
+                outcome["reply"] = client.call("session.turn", body, op="T1", timeout=5)
+            except RoostError as err:
+                outcome["error"] = err.code
+
+        sender = threading.Thread(target=send)
+        os.kill(store, signal.SIGSTOP)
+        try:
+            sender.start()
+            wait_for(
+                lambda: watcher.call("node.status", timeout=10)["inputs"]["committing"] == 1,
+                10,
+                "the node to be beginning the turn",
+            )
+            os.kill(daemon, signal.SIGSTOP)
+        finally:
+            os.kill(store, signal.SIGCONT)
+        try:
+            wait_for(lambda: _turn_rows(node.state_dir / "state.db"), 10, "the turn committed")
+        finally:
+            sigkill(daemon)
+        sender.join(30)
+    assert "reply" not in outcome
+    node.up()
+    done = node.run("turn", rid, "--wait")
+    assert done["turn"]["state"] == "completed", done
+    again = node.run("turn", rid, "begun as the node died", "--op", "T1")
+    assert again["duplicate"] is True and again["turn"] == done["turn"]["id"]
+    assert [t["state"] for t in _turn_rows(node.state_dir / "state.db")] == ["completed"]
+    supervisor_log = (node.state_dir / "sessions" / rid / "supervisor.log").read_text()
+    assert "turn-caught-up" in supervisor_log
+
+
+def _turn_rows(db: Path) -> list[dict[str, Any]]:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(row) for row in conn.execute("SELECT id, state FROM turns")]

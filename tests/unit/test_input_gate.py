@@ -84,6 +84,7 @@ class FakeSupervisor:
         self.checks = FakeChecks()
         self.outbox = self
         self.exit = None
+        self.turns = None
         self.term = None
 
     def pty(self, header: p.Header) -> FakeAgent:

@@ -93,6 +93,7 @@ class FakeSupervisor:
         self.classification: dict[str, Any] = {}
         self.checks = self.outbox = self
         self.exit = None
+        self.turns = None
         self.pending = False  # no resume's verdict awaited
 
     def pty(self, header: p.Header) -> FakeAgent:

@@ -26,6 +26,7 @@ class FakePeer:
         self.typing.set()
         self.fail_typing: list[str] = []  # codes the next hand-overs fail with
         self.ops: set[str] = set()
+        self.turn_state = "running"  # what a begin answers (a repeat: what became of it)
 
     async def call(self, target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
         self.calls.append((target, method, body, kw))
@@ -40,7 +41,14 @@ class FakePeer:
             if op:
                 self.ops.add(op)
             return {"seqs": [100 + len(self.calls)]}
-        assert (target, method) == ("session/r1", "session.type")
+        if method == "state.turn.begin":
+            op = (body.get("op") or {}).get("id")
+            if op in self.ops:
+                return {"duplicate": True, "op": {"id": op, "method": "session.turn"}, "turn": "t0"}
+            if op:
+                self.ops.add(op)
+            return {"turn": body["turn"], "seq": 100 + len(self.calls), "state": self.turn_state}
+        assert target == "session/r1" and method in ("session.type", "session.run")
         await self.typing.wait()
         if self.fail_typing:
             raise RoostError(self.fail_typing.pop(0), "no")
@@ -48,6 +56,9 @@ class FakePeer:
 
     def typed(self) -> list[tuple[int, dict[str, Any]]]:
         return [(b["seq"], b["data"]) for _, m, b, _ in self.calls if m == "session.type"]
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [b for _, m, b, _ in self.calls if m == "session.run"]
 
 
 def record(state: str, active: dict[str, Any] | None) -> r.Record:
@@ -256,3 +267,63 @@ def test_input_past_what_may_wait_goes_to_the_supervisor(monkeypatch: pytest.Mon
 
     forwarded, status = asyncio.run(scenario())
     assert forwarded == 1 and status["committed"] == 4 and status["handing_over"] == 4
+
+
+def test_a_turn_through_an_open_gate_is_begun_here_and_shuts_the_gate() -> None:
+    async def scenario() -> tuple[Any, Any, FakePeer, Inputs]:
+        inputs, peer, sessions = make()
+        inputs.on_gate("session/r1", GATE)
+        forwarded: list[str] = []
+
+        async def forward() -> dict[str, Any]:
+            forwarded.append("second")
+            return {"accepted": False}
+
+        turn = header("session.turn", op="T")
+        first = await inputs.accept(sessions.record, ACTIVE, turn, {"text": "go"}, forward)
+        second = await inputs.accept(
+            sessions.record, ACTIVE, header("session.turn"), {"text": "again"}, forward
+        )
+        await settle(inputs)
+        assert forwarded == ["second"]  # one turn at a time: the supervisor says busy
+        return first, second, peer, inputs
+
+    first, second, peer, inputs = asyncio.run(scenario())
+    assert second == {"accepted": False}  # what the supervisor answered
+    (_, method, body, _) = peer.calls[0]
+    assert method == "state.turn.begin" and body["turn"]["text"] == "go"
+    assert body["turn"]["generation"] == 3 and body["op"] == {
+        "id": "T",
+        "method": "session.turn",
+        "record": "r1",
+    }
+    [event] = body["events"]
+    assert event["eid"] == f"i3:turn:{body['turn']['id']}"
+    assert first == {"accepted": True, "turn": body["turn"]["id"], "seq": 101}
+    assert peer.runs() == [{"turn": body["turn"]["id"], "text": "go"}]
+    assert inputs.status()["gates_open"] == 0
+
+
+def test_a_repeated_turn_operation_or_a_turn_already_ended_is_not_handed_over() -> None:
+    async def scenario() -> tuple[Any, Any, FakePeer]:
+        inputs, peer, sessions = make()
+
+        async def forward() -> dict[str, Any]:
+            raise AssertionError("not forwarded")
+
+        peer.ops.add("T")
+        inputs.on_gate("session/r1", GATE)
+        dup = await inputs.accept(
+            sessions.record, ACTIVE, header("session.turn", op="T"), {"text": "x"}, forward
+        )
+        peer.turn_state = "completed"
+        inputs.on_gate("session/r1", GATE)
+        ended = await inputs.accept(
+            sessions.record, ACTIVE, header("session.turn"), {"text": "x"}, forward
+        )
+        await settle(inputs)
+        return dup, ended, peer
+
+    dup, ended, peer = asyncio.run(scenario())
+    assert dup["duplicate"] is True and dup["accepted"] is True
+    assert ended["accepted"] is True and peer.runs() == []

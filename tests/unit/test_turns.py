@@ -357,3 +357,92 @@ def test_a_plan_that_does_not_hold_is_asked_again_with_the_text(
     asked = [c for c in calls if c[0] == "adapter.turn"]
     assert ("adapter.turn", "one") in asked
     assert calls.index(("adapter.turn", "one")) < calls.index(("state.turn.begin", None))
+
+
+# -- turns the node begins (its gate open) ------------------------------------------------------
+
+
+class PlanningStore(StalledStore):
+    """An adapter host with a plan for any text (``text_arg``) and the latest turn to answer."""
+
+    def __init__(self, mark: Path, latest: dict[str, Any] | None = None) -> None:
+        super().__init__(mark)
+        self.latest = latest
+
+    async def call(self, target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
+        if method == "adapter.turn":
+            code = f"open({str(self.mark)!r}, 'a').write('ran ')"
+            return {"argv": [sys.executable, "-c", code, "TEXT"], "env": {}, "text_arg": 3}
+        if method == "state.turn.latest":
+            return {"turn": self.latest}
+        return await super().call(target, method, body, **kw)
+
+
+def test_the_node_may_begin_a_turn_only_with_a_fresh_plan_for_any_text(tmp_path: Path) -> None:
+    async def scenario() -> tuple[bool, bool, bool]:
+        without = _runner(tmp_path, StalledStore(tmp_path / "m1"))[0]  # no text_arg
+        without.prefetch()
+        await asyncio.sleep(0.05)
+        runner, _ = _runner(tmp_path, PlanningStore(tmp_path / "m2"))
+        before = runner.idle  # the prefetch is not answered yet
+        runner.prefetch()
+        await _until(lambda: runner.idle)
+        return without.idle, before, runner.idle
+
+    assert asyncio.run(scenario()) == (False, False, True)
+
+
+def test_a_begun_turn_runs_once_and_a_repeated_hand_over_does_not_run_it_again(
+    tmp_path: Path,
+) -> None:
+    mark = tmp_path / "mark"
+
+    async def scenario() -> list[dict[str, Any]]:
+        runner, _ = _runner(tmp_path, PlanningStore(mark))
+        runner.prefetch()
+        await _until(lambda: runner.idle)
+        first = await runner.run_begun("t1", "hello")
+        again = await runner.run_begun("t1", "hello")
+        assert not runner.idle  # running: the gate stays shut
+        await _until(lambda: runner.running is None)
+        return [first, again]
+
+    assert asyncio.run(scenario()) == [{"started": True}, {"started": True, "repeated": True}]
+    assert mark.read_text() == "ran "
+
+
+def test_a_turn_handed_over_after_a_stop_ends_stopped_without_running(tmp_path: Path) -> None:
+    mark = tmp_path / "mark"
+
+    async def scenario() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        runner, outbox = _runner(tmp_path, PlanningStore(mark))
+        await runner.stop()
+        started = await runner.run_begun("t1", "hello")
+        return started, list(outbox._queue)
+
+    started, queued = asyncio.run(scenario())
+    assert started == {"started": False} and not mark.exists()
+    assert [(e["t"], e["turn"], e["reason"]) for e in queued] == [("turn-end", "t1", "stopped")]
+
+
+@pytest.mark.parametrize(
+    ("latest", "runs"),
+    [
+        ({"id": "t9", "state": "running", "generation": 1, "text": "x"}, True),
+        ({"id": "t9", "state": "completed", "generation": 1, "text": "x"}, False),
+        ({"id": "t9", "state": "running", "generation": 0, "text": "x"}, False),
+        (None, False),
+    ],
+)
+def test_the_catch_up_runs_a_turn_a_dying_node_began(
+    tmp_path: Path, latest: dict[str, Any] | None, runs: bool
+) -> None:
+    mark = tmp_path / "mark"
+
+    async def scenario() -> None:
+        runner, _ = _runner(tmp_path, PlanningStore(mark, latest))
+        await runner.catch_up(1)
+        await _until(lambda: runner.running is None)
+
+    asyncio.run(scenario())
+    assert mark.exists() is runs

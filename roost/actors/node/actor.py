@@ -18,7 +18,7 @@ import structlog
 from roost.actors.node import backup, checkup
 from roost.actors.node import worktrees as wt
 from roost.actors.node.control import Control
-from roost.actors.node.inputs import TYPED_METHODS, Inputs
+from roost.actors.node.inputs import COMMITTED_HERE, Inputs
 from roost.actors.node.reports import Reports
 from roost.actors.node.restore import Restorer
 from roost.actors.node.sessions import Sessions
@@ -382,7 +382,7 @@ class NodeActor:
                 record, h.method, body, generation=active["generation"], op=h.op
             )
 
-        if h.method in TYPED_METHODS:  # committed here while the supervisor's gate is open
+        if h.method in COMMITTED_HERE:  # committed here while the supervisor's gate is open
             reply = await self.inputs.accept(record, active, h, body, forward)
         else:
             reply = await forward()

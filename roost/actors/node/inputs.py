@@ -31,6 +31,7 @@ from roost.actors.runtime.peer import Peer
 from roost.actors.state import records as r
 from roost.actors.supervisor.keyboard import GATE_PENDING, commit_input
 from roost.actors.supervisor.outbox import TRANSIENT
+from roost.actors.supervisor.turns import begin_body, begin_turn, new_turn_id
 from roost.adapters.base import key_names
 from roost.broker import fields as f
 from roost.broker import protocol as p
@@ -39,6 +40,7 @@ from roost.broker.errors import RoostError
 log = structlog.get_logger("roost.inputs")
 
 TYPED_METHODS = {"session.prompt": "prompt", "session.input": "input", "session.key": "key"}
+COMMITTED_HERE = frozenset({*TYPED_METHODS, "session.turn"})
 DIRECT_MAX = 64 << 10  # larger inputs go to the supervisor, which checks what waits exactly
 HAND_OVER_WAIT_S = 10.0  # a hand-over unanswered this long is sent again
 IDLE_WAIT_S = 10.0  # a forwarded input waits at most this long for the hand-overs before it
@@ -47,9 +49,11 @@ RETRY_S = 0.2
 
 @dataclass
 class _Typed:
+    """One hand-over: ``session.type {seq, data}`` or ``session.run {turn, text}``."""
+
     generation: int
-    seq: int
-    data: dict[str, Any]
+    method: str
+    body: dict[str, Any]
     size: int
 
 
@@ -113,6 +117,13 @@ class Inputs:
         forward: Callable[[], Awaitable[dict[str, Any]]],
     ) -> dict[str, Any]:
         """Commit the input here when the gate is open, else ``forward`` it; one at a time."""
+        if h.method == "session.turn":
+            return await self._one_at_a_time(
+                record.id,
+                lambda: self._open(record, active, 0),
+                lambda: self._begin(record, active, h, f.text(body, "text")),
+                forward,
+            )
         kind = TYPED_METHODS[h.method]
         if kind == "key":
             data: dict[str, Any] = {"input": kind, "keys": key_names(body)}
@@ -120,18 +131,32 @@ class Inputs:
         else:
             text = f.text(body, "text")
             data, size = {"input": kind, "text": text}, len(text.encode())
-        entry = self._locks.setdefault(record.id, [asyncio.Lock(), 0])
+        return await self._one_at_a_time(
+            record.id,
+            lambda: self._open(record, active, size),
+            lambda: self._commit(record, active, h, data, size),
+            forward,
+        )
+
+    async def _one_at_a_time(
+        self,
+        record_id: str,
+        is_open: Callable[[], bool],
+        commit: Callable[[], Awaitable[dict[str, Any]]],
+        forward: Callable[[], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
+        entry = self._locks.setdefault(record_id, [asyncio.Lock(), 0])
         entry[1] += 1
         try:
             async with entry[0]:
-                if self._open(record, active, size):
-                    return await self._commit(record, active, h, data, size)
-                await self._handed_over(record.id)
+                if is_open():
+                    return await commit()
+                await self._handed_over(record_id)
                 return await forward()
         finally:
             entry[1] -= 1
             if entry[1] == 0:
-                self._locks.pop(record.id, None)
+                self._locks.pop(record_id, None)
 
     async def _commit(
         self, record: r.Record, active: dict[str, Any], h: p.Header, data: dict[str, Any], size: int
@@ -160,8 +185,32 @@ class Inputs:
             return {"accepted": True, "duplicate": True, "seq": seq, "op": committed.get("op")}
         assert isinstance(seq, int)
         self.committed += 1
-        self._hand_over(record.id, _Typed(generation, seq, data, size))
+        typed = _Typed(generation, "session.type", {"seq": seq, "data": data}, size)
+        self._hand_over(record.id, typed)
         return {"accepted": True, "seq": seq}
+
+    async def _begin(
+        self, record: r.Record, active: dict[str, Any], h: p.Header, text: str
+    ) -> dict[str, Any]:
+        """A stream-mode turn: begun here (turn, its event and operation in one transaction),
+        then handed over to run. The gate shuts at once: one turn at a time."""
+        self.gates.pop(record.id, None)
+        generation, turn_id = int(active["generation"]), new_turn_id()
+        body = begin_body(record.id, generation, str(active["instance"]), turn_id, text, h.op)
+        self.committing += 1
+        try:
+            accepted = await begin_turn(self.peer, body)
+        finally:
+            self.committing -= 1
+        if accepted.get("duplicate"):
+            return {"accepted": True, "duplicate": True, **accepted}
+        reply = {"accepted": True, "turn": turn_id, "seq": accepted.get("seq")}
+        if accepted.get("state", "running") != "running":
+            return reply  # committed by an attempt whose reply was lost, and ended since
+        self.committed += 1
+        run = _Typed(generation, "session.run", {"turn": turn_id, "text": text}, 0)
+        self._hand_over(record.id, run)
+        return reply
 
     # -- handing over --------------------------------------------------------------------------
 
@@ -205,8 +254,8 @@ class Inputs:
         try:
             await self.peer.call(
                 f"session/{record_id}",
-                "session.type",
-                {"seq": typed.seq, "data": typed.data},
+                typed.method,
+                typed.body,
                 session={"generation": typed.generation},
                 timeout=HAND_OVER_WAIT_S,
             )
@@ -217,7 +266,7 @@ class Inputs:
             ):
                 await asyncio.sleep(RETRY_S)
                 return False
-            log.warning("input-not-typed", record=record_id, seq=typed.seq, code=err.code)
+            log.warning("input-not-typed", record=record_id, method=typed.method, code=err.code)
             return True
 
     async def _same_life(self, record_id: str, generation: int) -> bool:

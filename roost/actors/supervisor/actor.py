@@ -83,6 +83,7 @@ class Supervisor:
                 "session.stop": self.on_stop,
                 "session.transcript": self.on_transcript,
                 "session.turn": self.on_turn,
+                "session.run": self.on_run,
             }
         )
         peer.on_registered.append(self.attach)
@@ -103,6 +104,7 @@ class Supervisor:
     def launch(self) -> None:
         if self.spec["mode"] == "stream":
             self.turns = TurnRunner(self.peer, self.outbox, self.spec, self.term, self.transcript)
+            self.turns.on_idle = self.keyboard.update_gate
             self.turns.prefetch()
             return
         self.agent = PtyAgent(self.spec, self._on_output, self._on_exit)
@@ -259,7 +261,24 @@ class Supervisor:
             raise RoostError(
                 "bad-request", "turns need a stream-mode session; use prompt", {"field": "mode"}
             )
-        return await self.turns.start(f.text(body, "text"), header.op)
+        await self.keyboard.until_caught_up()  # a turn a dying node began runs first
+        try:
+            return await self.turns.start(f.text(body, "text"), header.op)
+        finally:
+            self.keyboard.update_gate()
+
+    async def on_run(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """A turn the node began (its gate was open): run it."""
+        if header.sender != "node":
+            raise RoostError("forbidden", "only the node hands over a begun turn")
+        self._fence(header)
+        if self.turns is None:
+            raise RoostError("bad-request", "a pty session takes typed input", {"field": "mode"})
+        turn, text = f.req_str(body, "turn", max_len=64), f.text(body, "text")
+        try:
+            return await self.turns.run_begun(turn, text)
+        finally:
+            self.keyboard.update_gate()
 
     async def on_resize(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         rows, cols = f.req_int(body, "rows", lo=2, hi=1000), f.req_int(body, "cols", lo=2, hi=1000)

@@ -11,6 +11,7 @@ from roost.actors.supervisor.outbox import Outbox
 from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.actors.supervisor.pty_backend import ExitStatus
 from roost.actors.supervisor.terminal import Terminal
+from roost.actors.supervisor.turns import TurnRunner
 from roost.broker import protocol as p
 
 
@@ -39,6 +40,7 @@ class Session(Protocol):
     term: Terminal
     outbox: Outbox
     agent: PtyAgent | None
+    turns: TurnRunner | None
     exit: ExitStatus | None
     identity: str | None
     launched_at: float

@@ -133,7 +133,7 @@ class Keyboard:
         sup = self.sup
         sup.pty(header)
         await sup.checks.hold_input()  # a resume's verdict first: never typed into a void
-        await self._caught_up()
+        await self.until_caught_up()
         agent = sup.pty(header)
         async with self._lock:
             if not await sup.outbox.drained(5.0):
@@ -238,12 +238,12 @@ class Keyboard:
     def _may_open(self) -> bool:
         sup = self.sup
         agent = sup.agent
+        if sup.exit is not None or not sup.peer.registered.is_set() or not self.caught_up.is_set():
+            return False
+        if agent is None:  # stream mode: the node may begin the next turn when none runs
+            return sup.turns is not None and sup.turns.idle
         return (
-            agent is not None
-            and sup.exit is None
-            and sup.peer.registered.is_set()
-            and self.caught_up.is_set()
-            and not sup.checks.pending
+            not sup.checks.pending
             and not logged_text("", sup.classification).get("withheld")
             and agent.pending < GATE_PENDING
         )
@@ -256,6 +256,8 @@ class Keyboard:
             self._wake_on_verdict()
         if want == self.gate:
             return
+        if want and self.floor is None and sup.agent is None:
+            self.floor = 0  # stream mode: a catch-up asks for the latest turn, not the log
         if want and self.floor is None:  # the first opening: where a catch-up would start
             if self._gating is None:
                 self._gating = asyncio.get_running_loop().create_task(self._first_open())
@@ -325,6 +327,10 @@ class Keyboard:
 
     async def _catch_up(self) -> None:
         sup = self.sup
+        if sup.agent is None:
+            if sup.turns is not None:
+                await sup.turns.catch_up(sup.generation)
+            return
         assert self.floor is not None
         after, last = self.floor, self.floor
         while True:
@@ -355,7 +361,8 @@ class Keyboard:
         self.floor = max(last, after)
         self.typed = {s for s in self.typed if s > self.floor}
 
-    async def _caught_up(self) -> None:
+    async def until_caught_up(self) -> None:
+        """Until the catch-up after a re-registration is done (``unavailable`` after 10 s)."""
         if self.caught_up.is_set():
             return
         try:

@@ -16,8 +16,10 @@ start ends its turn ``failed``). One turn at a time per session.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -33,12 +35,62 @@ CHUNK = 65536
 BEGIN_RETRY_S = 0.5
 ACCEPT_WAIT_S = 5.0  # how long a racing turn waits for the one being accepted (node: 10 s)
 PLAN_FRESH_S = 60.0  # a prefetched plan older than this is asked again (the config may change)
+PLAN_MARGIN_S = 5.0  # the node stops beginning turns this long before the plan is stale
 
 
 def _quiet(task: asyncio.Task[Any]) -> None:
     """A prefetch nobody used: its failure is not news (the turn asks again and says why)."""
     if not task.cancelled():
         task.exception()
+
+
+def new_turn_id() -> str:
+    return "t" + uuid.uuid4().hex[:11]
+
+
+def begin_body(
+    record: str, generation: int, instance: str, turn_id: str, text: str, op: str
+) -> dict[str, Any]:
+    """``state.turn.begin``'s body: the turn, its ``session.input`` event, its operation."""
+    body: dict[str, Any] = {
+        "turn": {"id": turn_id, "record": record, "generation": generation, "text": text},
+        "events": [
+            {
+                "kind": "session.input",
+                "record": record,
+                "generation": generation,
+                "data": {"input": "turn", "text": text, "turn": turn_id},
+                "eid": f"{instance}:turn:{turn_id}",
+            }
+        ],
+    }
+    if op:
+        body["op"] = {"id": op, "method": "session.turn", "record": record}
+    return body
+
+
+async def begin_turn(peer: Peer, body: dict[str, Any]) -> dict[str, Any]:
+    """``state.turn.begin`` until the store answers (by this supervisor, or by the node:
+    ``inputs``). A call that timed out may have been applied (a stalled store commits it when it
+    runs again), so it is repeated with the same turn id, which the store answers once, until the
+    store says what became of the turn."""
+    turn_id, attempts = body["turn"]["id"], 0
+    while True:
+        attempts += 1
+        try:
+            accepted: dict[str, Any] = await peer.call("state", "state.turn.begin", body)
+        except RoostError as err:
+            if err.code not in TRANSIENT:
+                raise
+            if attempts == 1 and err.code in REFUSED:
+                raise  # the store could not write it (a full disk): nothing was begun
+            if attempts == 1:
+                log.warning("turn-begin-unanswered", turn=turn_id, code=err.code)
+            await asyncio.sleep(BEGIN_RETRY_S)
+            continue
+        if attempts > 1:
+            log.info("turn-begin-settled", turn=turn_id, attempts=attempts)
+        return accepted
 
 
 class TurnRunner:
@@ -62,6 +114,9 @@ class TurnRunner:
         self._settled.set()
         # the next turn's plan: (provider session and first, when asked, the call)
         self._plan: tuple[tuple[Any, ...], float, asyncio.Task[dict[str, Any]]] | None = None
+        self._ran: collections.deque[str] = collections.deque(maxlen=16)  # turns ended here
+        self.on_idle: Callable[[], None] | None = None  # a turn ended and was delivered
+        self._idle_task: asyncio.Task[None] | None = None
 
     async def start(self, text: str, op: str) -> dict[str, Any]:
         """Accept one turn. A turn arriving while another is being accepted waits (up to
@@ -103,7 +158,7 @@ class TurnRunner:
             raise self.outbox.undelivered()
         # (drained first: a turn may have taught us the provider session id this one needs)
         plan = self._planned(text) or await self._ask_plan(text)
-        turn_id = "t" + uuid.uuid4().hex[:11]
+        turn_id = new_turn_id()
         accepted = await self._begin(self._begin_body(turn_id, text, op))
         if accepted.get("duplicate"):
             return {"accepted": True, "duplicate": True, **accepted}
@@ -116,6 +171,89 @@ class TurnRunner:
         self.running = turn_id
         self._task = asyncio.get_running_loop().create_task(self._run(turn_id, text, plan))
         return reply
+
+    @property
+    def idle(self) -> bool:
+        """No turn running or being accepted, the outbox empty (the last turn's events and end
+        delivered, its provider session id learnt): the node may begin the next turn itself."""
+        return (
+            self.running is None
+            and not self.accepting
+            and not self._closing
+            and self.outbox.size == 0
+            and self._plan_ready()
+        )
+
+    def _plan_ready(self) -> bool:
+        """A prefetched plan for any text, fresh and for this turn: a turn the node begins
+        then needs nothing more of the adapter host (without one, turns are accepted here,
+        where a plan that cannot be had refuses the turn instead of failing it)."""
+        if self._plan is None:
+            return False
+        key, asked, task = self._plan
+        if key != self._plan_key() or not task.done() or task.cancelled():
+            return False
+        if task.exception() is not None:
+            return False
+        fresh = asyncio.get_running_loop().time() - asked < PLAN_FRESH_S - PLAN_MARGIN_S
+        return fresh and isinstance(task.result().get("text_arg"), int)
+
+    def _planned_for_gate(self, task: asyncio.Task[dict[str, Any]]) -> None:
+        """A prefetch answered: the gate may open, and shuts again before the plan is stale."""
+        if self.on_idle is None or task.cancelled():
+            return
+        self.on_idle()
+        loop = asyncio.get_running_loop()
+        loop.call_later(PLAN_FRESH_S - PLAN_MARGIN_S, self.on_idle)
+
+    async def run_begun(self, turn_id: str, text: str) -> dict[str, Any]:
+        """A turn the node began (committed): run it, unless it runs already (a repeated
+        hand-over) or the session is stopping (it ends ``failed``, ``stopped``)."""
+        if self.running == turn_id:
+            return {"started": True, "repeated": True}
+        if self.running is not None or self.accepting:
+            raise RoostError(
+                "busy",
+                "a turn is already running in this session",
+                {"turn": self.running, "accepting": self.accepting},
+            )
+        if self._closing:
+            self._end(turn_id, None, "stopped")
+            return {"started": False}
+        self.running = turn_id
+        self._settled.clear()  # nothing else starts while the plan is asked
+        try:
+            await self.outbox.drained(5.0)  # the provider session id a turn before taught us
+            plan = self._planned(text)
+            if plan is None:
+                try:
+                    plan = await self._ask_plan(text)
+                except RoostError as err:
+                    self._end(turn_id, 127, f"no command for the turn: {err.message}")
+                    return {"started": False}
+        finally:
+            self._settled.set()
+        if self._closing:
+            self._end(turn_id, None, "stopped")
+            return {"started": False}
+        self._task = asyncio.get_running_loop().create_task(self._run(turn_id, text, plan))
+        return {"started": True}
+
+    async def catch_up(self, generation: int) -> None:
+        """After a re-registration: a turn of this generation the state store holds as running
+        and this supervisor never ran was begun by a node that died before handing it over; it
+        was accepted, so it runs now."""
+        latest = (
+            await self.peer.call("state", "state.turn.latest", {"record": self.spec["record_id"]})
+        )["turn"]
+        if (
+            latest is not None
+            and latest.get("state") == "running"
+            and latest.get("generation") == generation
+            and latest.get("id") not in (self.running, *self._ran)
+        ):
+            log.info("turn-caught-up", turn=latest["id"])
+            await self.run_begun(str(latest["id"]), str(latest.get("text") or ""))
 
     def _plan_key(self) -> tuple[Any, ...]:
         return (self.spec["provider_session"], self.first)
@@ -130,6 +268,7 @@ class TurnRunner:
         loop = asyncio.get_running_loop()
         task = loop.create_task(self._ask_plan(None))
         task.add_done_callback(_quiet)
+        task.add_done_callback(self._planned_for_gate)
         self._plan = (self._plan_key(), loop.time(), task)
 
     def _planned(self, text: str) -> dict[str, Any] | None:
@@ -197,44 +336,13 @@ class TurnRunner:
         await self._pump(turn_id, proc)
 
     def _begin_body(self, turn_id: str, text: str, op: str) -> dict[str, Any]:
-        record, generation = self.spec["record_id"], self.spec["generation"]
-        body: dict[str, Any] = {
-            "turn": {"id": turn_id, "record": record, "generation": generation, "text": text},
-            "events": [
-                {
-                    "kind": "session.input",
-                    "record": record,
-                    "generation": generation,
-                    "data": {"input": "turn", "text": text, "turn": turn_id},
-                    "eid": f"{self.spec['instance_id']}:turn:{turn_id}",
-                }
-            ],
-        }
-        if op:
-            body["op"] = {"id": op, "method": "session.turn", "record": record}
-        return body
+        spec = self.spec
+        return begin_body(
+            spec["record_id"], spec["generation"], spec["instance_id"], turn_id, text, op
+        )
 
     async def _begin(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``state.turn.begin`` until the store answers. A call that timed out may have been
-        applied (a stalled store commits it when it runs again), so it is repeated with the same
-        turn id, which the store answers once, until the store says what became of the turn."""
-        turn_id, attempts = body["turn"]["id"], 0
-        while True:
-            attempts += 1
-            try:
-                accepted = await self.peer.call("state", "state.turn.begin", body)
-            except RoostError as err:
-                if err.code not in TRANSIENT:
-                    raise
-                if attempts == 1 and err.code in REFUSED:
-                    raise  # the store could not write it (a full disk): nothing was begun
-                if attempts == 1:
-                    log.warning("turn-begin-unanswered", turn=turn_id, code=err.code)
-                await asyncio.sleep(BEGIN_RETRY_S)
-                continue
-            if attempts > 1:
-                log.info("turn-begin-settled", turn=turn_id, attempts=attempts)
-            return accepted
+        return await begin_turn(self.peer, body)
 
     def _show(self, text: str) -> None:
         data = text.encode()
@@ -310,6 +418,7 @@ class TurnRunner:
                 proc.kill()
 
     def _end(self, turn_id: str, code: int | None, reason: str | None) -> None:
+        self._ran.append(turn_id)
         self.outbox.put(
             {
                 "t": "turn-end",
@@ -324,6 +433,16 @@ class TurnRunner:
         self.running, self.proc = None, None
         self._stopping = False  # a deadline or stop ends this turn only
         self.prefetch()
+        if self.on_idle is not None:
+            loop = asyncio.get_running_loop()
+            self._idle_task = loop.create_task(self._idle_after_delivery())
+
+    async def _idle_after_delivery(self) -> None:
+        """Once the ended turn's entries are delivered, the gate may open again."""
+        while not await self.outbox.drained(60.0):
+            pass
+        if self.on_idle is not None:
+            self.on_idle()
 
     def render(self, events: list[dict[str, Any]]) -> None:
         """Show delivered turn events on the session's screen."""
