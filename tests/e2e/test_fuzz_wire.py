@@ -813,6 +813,12 @@ def run_fuzz(node: Node) -> Outcome:
         started = time.monotonic()
         phase_b(flooders, gen, token, out)
         out.elapsed["B"] = time.monotonic() - started
+        # a flood answered faster than one probe interval (0.4 s) would leave phase B unprobed
+        wait_for(
+            lambda: out.probe_failures or any(probe[0] == "B" for probe in out.probes),
+            PROBE_EVERY_S + 2 * PROBE_DEADLINE_S + 5.0,
+            "a probe in phase B",
+        )
         out.phase = "after"
         started = time.monotonic()
         with node.client() as client:  # the node serves clients again (at once, if all is well)

@@ -99,10 +99,13 @@ class Inputs:
 
     def _open(self, record: r.Record, active: dict[str, Any], size: int) -> bool:
         gate = self.gates.get(record.id)
+        if gate is None:
+            return False
+        if gate != (active.get("generation"), active.get("instance")):
+            del self.gates[record.id]  # an earlier supervisor's: it will not open again
+            return False
         return (
-            gate is not None
-            and gate == (active.get("generation"), active.get("instance"))
-            and size <= DIRECT_MAX
+            size <= DIRECT_MAX
             and self._waiting.get(record.id, 0) + size <= GATE_PENDING
         )
 
