@@ -295,3 +295,46 @@ def test_a_first_registration_has_nothing_to_catch_up() -> None:
         return sup.peer.since_calls
 
     assert asyncio.run(scenario()) == []
+
+
+def test_a_repeated_operation_types_a_node_input_nobody_handed_over() -> None:
+    """A node's commit answered too late for anyone to hand it over (its store stalled, the node
+    died, the catch-up had run): the operation's repeat names its seq, and it is typed then,
+    once, from the log."""
+
+    async def scenario() -> tuple[list[Any], list[bytes]]:
+        sup, board = await opened()
+        late = sup.peer.add("session.input", 1, {"input": "prompt", "text": "late"})
+        typed = await board.on_type(NODE, {"seq": late})  # the node's hand-over of a duplicate
+        again = await board.on_type(NODE, {"seq": late})
+        other = sup.peer.add("session.input", 0, {"input": "prompt", "text": "older generation"})
+        skipped = await board.on_type(NODE, {"seq": other})
+        return [typed, again, skipped], sup.agent.typed
+
+    replies, typed = asyncio.run(scenario())
+    assert replies == [{"typed": True}, {"typed": True, "repeated": True}, {"typed": False}]
+    assert typed == [b"late\r"]
+
+
+def test_a_forwarded_repeat_of_a_node_input_types_it_if_it_never_was() -> None:
+    async def scenario() -> tuple[Any, list[bytes]]:
+        sup, board = await opened()
+        late = sup.peer.add("session.input", 1, {"input": "prompt", "text": "late"})
+
+        async def duplicate(target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
+            if method == "state.events.append":
+                return {
+                    "duplicate": True,
+                    "op": {"id": "K", "method": "session.prompt"},
+                    "seqs": [late],
+                }
+            return await FakePeer.call(sup.peer, target, method, body, **kw)
+
+        sup.peer.call = duplicate  # type: ignore[method-assign]
+        header = p.Header(kind="request", method="session.prompt", op="K")
+        reply = await board.on_prompt(header, {"text": "late"})
+        await board.on_prompt(header, {"text": "late"})  # and again: typed once
+        return reply, sup.agent.typed
+
+    reply, typed = asyncio.run(scenario())
+    assert reply["duplicate"] is True and typed == [b"late\r"]

@@ -446,3 +446,40 @@ def test_the_catch_up_runs_a_turn_a_dying_node_began(
 
     asyncio.run(scenario())
     assert mark.exists() is runs
+
+
+class TurnStore(PlanningStore):
+    def __init__(self, mark: Path, turn: dict[str, Any] | None) -> None:
+        super().__init__(mark)
+        self.turn = turn
+
+    async def call(self, target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
+        if method == "state.turn.get":
+            return {"turn": self.turn}
+        return await super().call(target, method, body, **kw)
+
+
+@pytest.mark.parametrize(
+    ("turn", "started"),
+    [
+        ({"id": "t9", "state": "running", "generation": 1, "text": "x"}, True),
+        ({"id": "t9", "state": "completed", "generation": 1, "text": "x"}, False),
+        ({"id": "t9", "state": "running", "generation": 2, "text": "x"}, False),
+        (None, False),
+    ],
+)
+def test_a_repeated_operation_runs_a_node_turn_nobody_handed_over(
+    tmp_path: Path, turn: dict[str, Any] | None, started: bool
+) -> None:
+    mark = tmp_path / "mark"
+
+    async def scenario() -> list[dict[str, Any]]:
+        runner, _ = _runner(tmp_path, TurnStore(mark, turn))
+        first = await runner.adopt("t9", 1)
+        await _until(lambda: runner.running is None)
+        return [first, await runner.adopt("t9", 1)]
+
+    first, again = asyncio.run(scenario())
+    assert first == {"started": started} and mark.exists() is started
+    if started:
+        assert again == {"started": True, "repeated": True}  # it ran here: never again

@@ -104,10 +104,7 @@ class Inputs:
         if gate != (active.get("generation"), active.get("instance")):
             del self.gates[record.id]  # an earlier supervisor's: it will not open again
             return False
-        return (
-            size <= DIRECT_MAX
-            and self._waiting.get(record.id, 0) + size <= GATE_PENDING
-        )
+        return size <= DIRECT_MAX and self._waiting.get(record.id, 0) + size <= GATE_PENDING
 
     # -- accepting -----------------------------------------------------------------------------
 
@@ -185,6 +182,8 @@ class Inputs:
             self.committing -= 1
         seq = (committed.get("seqs") or [None])[0]
         if committed.get("duplicate"):  # the op as first stored: the node answers with it
+            if isinstance(seq, int):  # typed unless it was (a commit no one could hand over)
+                self._hand_over(record.id, _Typed(generation, "session.type", {"seq": seq}, 0))
             return {"accepted": True, "duplicate": True, "seq": seq, "op": committed.get("op")}
         assert isinstance(seq, int)
         self.committed += 1
@@ -206,6 +205,10 @@ class Inputs:
         finally:
             self.committing -= 1
         if accepted.get("duplicate"):
+            first = (accepted.get("op") or {}).get("result") or {}
+            if isinstance(first.get("turn"), str):  # run unless it ran (as for typed input)
+                again = _Typed(generation, "session.run", {"turn": first["turn"]}, 0)
+                self._hand_over(record.id, again)
             return {"accepted": True, "duplicate": True, **accepted}
         reply = {"accepted": True, "turn": turn_id, "seq": accepted.get("seq")}
         if accepted.get("state", "running") != "running":

@@ -263,7 +263,11 @@ class Supervisor:
             )
         await self.keyboard.until_caught_up()  # a turn a dying node began runs first
         try:
-            return await self.turns.start(f.text(body, "text"), header.op)
+            reply = await self.turns.start(f.text(body, "text"), header.op)
+            first = (reply.get("op") or {}).get("result") or {}
+            if reply.get("duplicate") and isinstance(first.get("turn"), str):
+                await self.turns.adopt(first["turn"], self.generation)  # a node's, never run
+            return reply
         finally:
             self.keyboard.update_gate()
 
@@ -274,9 +278,12 @@ class Supervisor:
         self._fence(header)
         if self.turns is None:
             raise RoostError("bad-request", "a pty session takes typed input", {"field": "mode"})
-        turn, text = f.req_str(body, "turn", max_len=64), f.text(body, "text")
+        turn = f.req_str(body, "turn", max_len=64)
+        self.keyboard.gate = False  # the node shut it as it began the turn: said again if open
         try:
-            return await self.turns.run_begun(turn, text)
+            if body.get("text") is None:  # a repeated operation's turn: run it if nobody did
+                return await self.turns.adopt(turn, self.generation)
+            return await self.turns.run_begun(turn, f.text(body, "text"))
         finally:
             self.keyboard.update_gate()
 

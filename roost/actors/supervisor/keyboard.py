@@ -163,10 +163,13 @@ class Keyboard:
             finally:
                 self.committing = False
             if committed.get("duplicate"):  # the op as first stored: the node answers with it
+                first = (committed["seqs"] or [None])[0]
+                if isinstance(first, int):
+                    await self._type_logged(first)  # a node's, committed late, never handed over
                 return {
                     "accepted": True,
                     "duplicate": True,
-                    "seq": (committed["seqs"] or [None])[0],
+                    "seq": first,
                     "op": committed.get("op"),
                 }
             seq = committed["seqs"][0]
@@ -199,12 +202,14 @@ class Keyboard:
 
     async def on_type(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         """An input the node committed (its ``seq`` and event ``data``): typed once, in the
-        order handed over; one typed before (a repeat after a lost answer) is not typed again."""
+        order handed over; one typed before (a repeat after a lost answer) is not typed again.
+        Without ``data`` (an operation repeated: the node has only its seq) the event is read
+        from the log, and typed if it is this generation's and was never typed."""
         if header.sender != "node":
             raise RoostError("forbidden", "only the node hands over committed input")
         seq = f.req_int(body, "seq", lo=1)
         data = body.get("data")
-        if not isinstance(data, dict):
+        if data is not None and not isinstance(data, dict):
             raise RoostError("bad-request", "data must be a map", {"field": "data"})
         sup = self.sup
         agent = sup.pty(header)
@@ -213,6 +218,8 @@ class Keyboard:
         async with self._lock:
             if self._was_typed(seq):
                 return {"typed": True, "repeated": True}
+            if data is None:
+                return {"typed": await self._type_logged(seq)}
             keys = self._keystrokes(data)
             if keys is None:
                 raise RoostError("bad-request", "this input cannot be typed", {"field": "data"})
@@ -220,6 +227,35 @@ class Keyboard:
             await self._write(agent, *keys)
         self.update_gate()
         return {"typed": True}
+
+    async def _type_logged(self, seq: int) -> bool:
+        """Type the logged input ``seq`` unless it was typed: an input a node committed whose
+        commit was answered too late for anyone to hand it over (a stalled store, its node
+        dead), learnt of when its operation is repeated. Under the input lock."""
+        sup = self.sup
+        if self.floor is None or self._was_typed(seq) or sup.agent is None:
+            return False
+        page = await sup.peer.call(
+            "state",
+            "state.events.since",
+            {"after": seq - 1, "limit": 1, "record": sup.record_id},
+            timeout=COMMIT_WAIT_S,
+        )
+        event = (page["events"] or [None])[0]
+        if (
+            event is None
+            or event["seq"] != seq
+            or event["kind"] != "session.input"
+            or event.get("generation") != sup.generation
+        ):
+            return False
+        keys = self._keystrokes(event.get("data") or {})
+        if keys is None:
+            return False
+        log.info("input-caught-up", seq=seq)
+        self._typed(seq)
+        await self._write(sup.agent, *keys)
+        return True
 
     def _was_typed(self, seq: int) -> bool:
         return seq in self.typed or (self.floor is not None and seq <= self.floor)

@@ -209,7 +209,7 @@ class TurnRunner:
     async def run_begun(self, turn_id: str, text: str) -> dict[str, Any]:
         """A turn the node began (committed): run it, unless it runs already (a repeated
         hand-over) or the session is stopping (it ends ``failed``, ``stopped``)."""
-        if self.running == turn_id:
+        if self.running == turn_id or turn_id in self._ran:
             return {"started": True, "repeated": True}
         if self.running is not None or self.accepting:
             raise RoostError(
@@ -238,6 +238,18 @@ class TurnRunner:
             return {"started": False}
         self._task = asyncio.get_running_loop().create_task(self._run(turn_id, text, plan))
         return {"started": True}
+
+    async def adopt(self, turn_id: str, generation: int) -> dict[str, Any]:
+        """A turn named by a repeated operation: if the state store holds it as running, of
+        this generation, and it never ran here (a node began it, its commit answered too late
+        for anyone to hand it over), it runs now."""
+        if self.running == turn_id or turn_id in self._ran:
+            return {"started": True, "repeated": True}
+        turn = (await self.peer.call("state", "state.turn.get", {"id": turn_id}))["turn"]
+        if turn is None or turn.get("state") != "running" or turn.get("generation") != generation:
+            return {"started": False}
+        log.info("turn-caught-up", turn=turn_id)
+        return await self.run_begun(turn_id, str(turn.get("text") or ""))
 
     async def catch_up(self, generation: int) -> None:
         """After a re-registration: a turn of this generation the state store holds as running
