@@ -26,6 +26,7 @@ import psutil
 import pytest
 
 from roost.broker.client import Client
+from roost.broker.errors import RoostError
 
 T = TypeVar("T")
 FAKES = Path(__file__).resolve().parents[1] / "fakes"  # the vendor CLI stand-ins
@@ -246,6 +247,41 @@ def sigkill(pid: int) -> None:
     """SIGKILL ``pid`` and wait until it is gone."""
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not alive(pid), 10, f"pid {pid} to die")
+
+
+def commit_as_the_daemon_dies(
+    store: int,
+    daemon: int,
+    call: Callable[[], dict[str, Any]],
+    committing: Callable[[], bool],
+    committed: Callable[[], Any],
+) -> dict[str, Any]:
+    """The window between a commit and its answer: ``call`` (a request, in a thread) is sent
+    while the state store is stopped; once ``committing()`` says its commit is on its way, the
+    daemon is stopped, the store let go until ``committed()``, and the daemon SIGKILLed holding
+    the store's answer. What the caller got: ``{"reply": ...}`` or ``{"error": code}``."""
+    outcome: dict[str, Any] = {}
+
+    def send() -> None:
+        try:
+            outcome["reply"] = call()
+        except RoostError as err:
+            outcome["error"] = err.code
+
+    sender = threading.Thread(target=send)
+    os.kill(store, signal.SIGSTOP)  # briefly: it must not miss its heartbeats
+    try:
+        sender.start()
+        wait_for(committing, 10, "the commit to be on its way")
+        os.kill(daemon, signal.SIGSTOP)
+    finally:
+        os.kill(store, signal.SIGCONT)
+    try:
+        wait_for(committed, 10, "the store to commit")
+    finally:
+        sigkill(daemon)
+    sender.join(30)
+    return outcome
 
 
 def log_has(path: Path, event: str) -> bool:

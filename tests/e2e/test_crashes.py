@@ -14,15 +14,13 @@ import json
 import os
 import signal
 import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from roost.actors.state.eventlog import row_event
 from roost.broker.client import Client
-from roost.broker.errors import RoostError
-from tests.e2e.conftest import Node, alive, sigkill, wait_for
+from tests.e2e.conftest import Node, alive, commit_as_the_daemon_dies, sigkill, wait_for
 
 
 def _seqs_contiguous(events: list[dict[str, Any]]) -> None:
@@ -249,34 +247,15 @@ def test_a_prompt_committed_as_the_daemon_dies_with_its_answer_is_typed_once(nod
     store, daemon = status["actors"]["state"]["pid"], node.pid()
     db = node.state_dir / "state.db"
     text = "committed as the daemon died"
-    outcome: dict[str, Any] = {}
     with node.client() as watcher, node.client() as client:
-
-        def send() -> None:
-            try:
-                body = {"id": rid, "text": text}
-                outcome["reply"] = client.call("session.prompt", body, op="K1", timeout=5)
-            except RoostError as err:
-                outcome["error"] = err.code
-
-        sender = threading.Thread(target=send)
-        os.kill(store, signal.SIGSTOP)  # briefly: it must not miss its heartbeats
-        try:
-            sender.start()
-            # asked twice: the second answer follows the supervisor's request to the store
-            wait_for(
-                lambda: _committing(watcher, rid) and _committing(watcher, rid),
-                10,
-                "the supervisor to be committing the prompt",
-            )
-            os.kill(daemon, signal.SIGSTOP)
-        finally:
-            os.kill(store, signal.SIGCONT)
-        try:
-            wait_for(lambda: _committed(db, text), 10, "the store to commit the prompt")
-        finally:
-            sigkill(daemon)
-        sender.join(30)
+        outcome = commit_as_the_daemon_dies(
+            store,
+            daemon,
+            lambda: client.call("session.prompt", {"id": rid, "text": text}, op="K1", timeout=5),
+            # asked twice: the second answer follows the request to the store
+            lambda: _committing(watcher, rid) and _committing(watcher, rid),
+            lambda: _committed(db, text),
+        )
     assert "reply" not in outcome and not alive(daemon)  # the answer died with the daemon
     node.up()
     node.wait_screen(rid, f"echo: {text}", timeout=45)  # typed by the supervisor's catch-up

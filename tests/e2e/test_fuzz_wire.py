@@ -341,7 +341,7 @@ def check_reply(fs: FuzzSocket, frames: list[bytes], out: Outcome) -> None:
             out.flood_codes[code or "ok"] += 1
         if not header.rid:
             assert fs.noid, f"an answer without id nobody awaits: {code} {body}"
-            expect = fs.noid.pop(0)
+            expect = _without_id(fs.noid, header.kind == p.RESPONSE, code)
         else:
             waiting = fs.pending.get(header.rid)
             if not waiting and header.rid in fs.given_up:
@@ -361,6 +361,24 @@ def check_reply(fs: FuzzSocket, frames: list[bytes], out: Outcome) -> None:
             assert code in expect.codes, f"{code} (wanted {sorted(expect.codes)}) {expect.what}"
     except (AssertionError, RoostError) as err:
         out.wrong.append(f"phase {out.phase}, {fs.name}: {err}")
+
+
+def _without_id(noid: list[Expect], ok: bool, code: str) -> Expect:
+    """The expectation an answer without a request id meets. Such answers come in the order
+    they are made, not sent: a request routed to the node (``operation.lookup``, answered once
+    the state store has) is overtaken by the refusal the broker makes at once of a later
+    message. So a success meets the first expectation that may succeed, a refusal the first
+    that names its code, else the first that admits any; failing those, the oldest, which the
+    checks then judge."""
+    ranked = (
+        [e for e in noid if e.ok]
+        if ok
+        else [e for e in noid if e.codes is not None and code in e.codes]
+        or [e for e in noid if e.codes is None]
+    )
+    expect = ranked[0] if ranked else noid[0]
+    noid.remove(expect)
+    return expect
 
 
 def drain(sockets: list[FuzzSocket], out: Outcome) -> None:

@@ -8,13 +8,11 @@ import contextlib
 import os
 import signal
 import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from roost.broker.errors import RoostError
-from tests.e2e.conftest import Node, alive, sigkill, wait_for
+from tests.e2e.conftest import Node, alive, commit_as_the_daemon_dies, sigkill, wait_for
 
 
 def _inputs(node: Node) -> dict[str, Any]:
@@ -98,33 +96,16 @@ def test_a_turn_the_node_began_as_it_died_runs_after_the_restart(node: Node) -> 
     rid = node.run("spawn", "echo", "--name", "t", "--mode", "stream")["record"]["id"]
     wait_for(lambda: _inputs(node)["gates_open"] == 1, 10, "the supervisor to open its gate")
     store, daemon = status["actors"]["state"]["pid"], node.pid()
-    outcome: dict[str, Any] = {}
     with node.client() as watcher, node.client() as client:
-
-        def send() -> None:
-            try:
-                body = {"id": rid, "text": "begun as the node died"}
-                outcome["reply"] = client.call("session.turn", body, op="T1", timeout=5)
-            except RoostError as err:
-                outcome["error"] = err.code
-
-        sender = threading.Thread(target=send)
-        os.kill(store, signal.SIGSTOP)
-        try:
-            sender.start()
-            wait_for(
-                lambda: watcher.call("node.status", timeout=10)["inputs"]["committing"] == 1,
-                10,
-                "the node to be beginning the turn",
-            )
-            os.kill(daemon, signal.SIGSTOP)
-        finally:
-            os.kill(store, signal.SIGCONT)
-        try:
-            wait_for(lambda: _turn_rows(node.state_dir / "state.db"), 10, "the turn committed")
-        finally:
-            sigkill(daemon)
-        sender.join(30)
+        outcome = commit_as_the_daemon_dies(
+            store,
+            daemon,
+            lambda: client.call(
+                "session.turn", {"id": rid, "text": "begun as the node died"}, op="T1", timeout=5
+            ),
+            lambda: watcher.call("node.status", timeout=10)["inputs"]["committing"] == 1,
+            lambda: _turn_rows(node.state_dir / "state.db"),
+        )
     assert "reply" not in outcome
     node.up()
     done = node.run("turn", rid, "--wait")
