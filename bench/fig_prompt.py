@@ -7,6 +7,7 @@ must be there exactly once (lost and duplicated are counted, not assumed).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -14,8 +15,18 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import psutil
 import zmq
-from harness import BenchNode, Helper, Mode, Row, quantile, running_node, spawn_many
+from harness import (
+    BenchNode,
+    Helper,
+    Mode,
+    Row,
+    cpu_seconds,
+    quantile,
+    running_node,
+    spawn_many,
+)
 
 from roost.broker import protocol as p
 from roost.broker.client import Client
@@ -118,6 +129,26 @@ def many_clients(
     if errors:
         raise errors[0]
     return lat, accepted, elapsed
+
+
+def process_groups(node: BenchNode) -> dict[str, list[psutil.Process]]:
+    """The processes a prompt costs CPU in, by kind: the node's own (daemon with the broker,
+    state store, adapter host), the session supervisors, their echo agents, and this process,
+    whose threads are the clients."""
+    sessions = [psutil.Process(pid) for pid in node.supervisors()]
+    agents = [c for s in sessions for c in s.children(recursive=True)]
+    return {
+        "node": node.node_processes(),
+        "supervisors": sessions,
+        "agents": agents,
+        "clients": [psutil.Process()],
+    }
+
+
+def cpu_by_group(groups: dict[str, list[psutil.Process]]) -> dict[str, float]:
+    """CPU seconds so far by group (the process's own count: the clients' threads have ended
+    by the second reading, and a thread's schedstat goes with it)."""
+    return {name: cpu_seconds(procs) for name, procs in groups.items()}
 
 
 def input_events(client: Client, after: int) -> Counter[tuple[str, str, int]]:
@@ -229,7 +260,10 @@ def run(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
             began = committed_by_node(client)
             turn_lat, turn_ok = turns(client, stream, mode.turns)
             began = committed_by_node(client) - began
+            groups = process_groups(node)
+            cpu_before = cpu_by_group(groups)
             lat10, ok10, elapsed = many_clients(node, ptys, mode.clients_seconds)
+            cpu_after = cpu_by_group(groups)
             seen = input_events(client, after)
     again = bare_chain(root, env, mode.samples)  # by turns with the node: the better of two
     b50, b99 = min(
@@ -239,6 +273,13 @@ def run(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
     lost, dup = lost_and_duplicated(seen, [*one["accepted"], *turn_ok, *ok10])
     t50, t99 = quantile(turn_lat, 0.5) * 1e3, quantile(turn_lat, 0.99) * 1e3
     rate = len(ok10) / elapsed
+    # CPU per accepted prompt by kind of process, and the rate this machine's cores would allow
+    # if every core did nothing else: what bounds the 10-client rate, measured in this run
+    per = {k: (cpu_after[k] - cpu_before[k]) / max(1, len(ok10)) * 1e3 for k in cpu_before}
+    cpu_ms = sum(per.values())
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    ceiling = (cores or 1) * 1e3 / cpu_ms if cpu_ms else 0.0
+    split = ", ".join(f"{k} {v:.2f}" for k, v in per.items())
     total = len(one["accepted"]) + len(turn_ok) + len(ok10)
     return [
         Row(
@@ -278,6 +319,14 @@ def run(root: Path, mode: Mode, env: dict[str, str]) -> list[Row]:
             "vs commits/s",
         ),
         Row(FIG, f"{CLIENTS} clients, prompt p50, ms", quantile(lat10, 0.5) * 1e3, c50),
+        Row(FIG, f"{CLIENTS} clients, CPU per accepted prompt, ms", cpu_ms, None, note=split),
+        Row(
+            FIG,
+            f"{CLIENTS} clients, the rate {cores} cores allow at that CPU, prompts/s",
+            ceiling,
+            None,
+            note="the cores' time over the CPU per prompt: the bound of the rate above",
+        ),
         Row(
             FIG,
             "routed requests per prompt",
