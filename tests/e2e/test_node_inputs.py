@@ -87,6 +87,37 @@ def test_hand_overs_on_their_way_when_the_daemon_dies_are_typed_once(node: Node)
     assert positions == sorted(positions), "typed out of order"
 
 
+def test_a_stopping_node_hands_over_what_it_accepted_before_it_exits(node: Node) -> None:
+    """`node stop` with prompts accepted and their hand-overs waiting on a stopped supervisor
+    (the first in its socket, the others still queued in the node): the node waits for them (a
+    few seconds at most) before it exits, so they are typed now, not when a node next runs."""
+    node.up()
+    rid, supervisor = _gated_session(node)
+    daemon = node.pid()
+    texts = [f"accepted as the node stops {i}" for i in range(3)]
+    os.kill(supervisor, signal.SIGSTOP)
+    try:
+        for text in texts:
+            node.run("prompt", rid, text)
+        assert _inputs(node)["handing_over"] == len(texts)
+        with node.client() as client:
+            assert client.call("node.shutdown", {}, timeout=10)["stopping"] is True
+        log = node.state_dir / "logs" / "node.log"
+        wait_for(lambda: "node-stopping" in log.read_text(), 10, "the node to begin stopping")
+        time.sleep(1.0)  # the fault: the supervisor stays stopped past the node's own stop
+        assert alive(daemon), "the node exited with hand-overs left"
+    finally:
+        os.kill(supervisor, signal.SIGCONT)
+    wait_for(lambda: not alive(daemon), 10, "the node to exit")
+    transcript = node.state_dir / "sessions" / rid / "transcript.bin"
+    wait_for(
+        lambda: all(f"echo: {t}".encode() in transcript.read_bytes() for t in texts),
+        10,
+        "the inputs typed with no node running",
+    )
+    assert "input-hand-overs-left" not in log.read_text()
+
+
 def test_a_turn_the_node_began_as_it_died_runs_after_the_restart(node: Node) -> None:
     """The node begins a stream-mode turn (the supervisor's gate is open), the state store
     commits it while the daemon is stopped, and the daemon is SIGKILLed holding the answer: the

@@ -330,3 +330,89 @@ def test_a_repeated_turn_operation_or_a_turn_already_ended_is_not_handed_over() 
     dup, ended, peer = asyncio.run(scenario())
     assert dup["duplicate"] is True and dup["accepted"] is True
     assert ended["accepted"] is True and peer.runs() == []
+
+
+def test_a_stopping_node_waits_for_its_hand_overs_and_shuts_every_gate() -> None:
+    async def scenario() -> tuple[list[str], int, Inputs, FakePeer]:
+        inputs, peer, sessions = make()
+        inputs.on_gate("session/r1", GATE)
+        peer.typing.clear()  # the supervisor answers its hand-overs only later
+        order: list[str] = []
+
+        async def never() -> dict[str, Any]:
+            raise AssertionError("not forwarded")
+
+        for text in ("one", "two"):
+            await inputs.accept(sessions.record, ACTIVE, header(), {"text": text}, never)
+        drained = asyncio.ensure_future(inputs.drain(5.0))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not drained.done() and inputs.status()["gates_open"] == 0
+        inputs.on_gate("session/r1", GATE)  # a supervisor's gate opening as the node stops
+        assert inputs.status()["gates_open"] == 0
+        order.append("supervisor answers")
+        peer.typing.set()
+        left = await drained
+        order.append("drained")
+        return order, left, inputs, peer
+
+    order, left, inputs, peer = asyncio.run(scenario())
+    assert order == ["supervisor answers", "drained"] and left == 0
+    assert [seq for seq, _ in peer.typed()] == [101, 102]
+    assert inputs.status()["handing_over"] == 0
+
+
+def test_a_stopping_node_waits_for_a_commit_under_way_and_then_its_hand_over() -> None:
+    async def scenario() -> tuple[int, FakePeer]:
+        inputs, peer, sessions = make()
+        inputs.on_gate("session/r1", GATE)
+        store = asyncio.Event()
+        answer = peer.call
+
+        async def slow_store(target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
+            if method == "state.events.append":
+                await store.wait()
+            return await answer(target, method, body, **kw)
+
+        peer.call = slow_store  # type: ignore[method-assign]
+
+        async def never() -> dict[str, Any]:
+            raise AssertionError("not forwarded")
+
+        accepted = asyncio.ensure_future(
+            inputs.accept(sessions.record, ACTIVE, header(), {"text": "late"}, never)
+        )
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert inputs.status()["committing"] == 1
+        drained = asyncio.ensure_future(inputs.drain(5.0))
+        await asyncio.sleep(0.1)
+        assert not drained.done()
+        store.set()
+        await accepted
+        return await drained, peer
+
+    left, peer = asyncio.run(scenario())
+    assert left == 0 and [seq for seq, _ in peer.typed()] == [101]
+
+
+def test_a_stopping_node_stops_waiting_for_a_supervisor_that_does_not_answer() -> None:
+    async def scenario() -> tuple[int, float]:
+        inputs, peer, sessions = make()
+        inputs.on_gate("session/r1", GATE)
+        peer.typing.clear()  # never answers
+
+        async def never() -> dict[str, Any]:
+            raise AssertionError("not forwarded")
+
+        await inputs.accept(sessions.record, ACTIVE, header(), {"text": "x"}, never)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        left = await inputs.drain(0.3)
+        took = loop.time() - started
+        for task in list(inputs._tasks):
+            task.cancel()
+        return left, took
+
+    left, took = asyncio.run(scenario())
+    assert left == 1 and 0.3 <= took < 2.0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import itertools
 import os
 from collections.abc import Awaitable, Callable
@@ -44,6 +45,7 @@ COMMITTED_HERE = frozenset({*TYPED_METHODS, "session.turn"})
 DIRECT_MAX = 64 << 10  # larger inputs go to the supervisor, which checks what waits exactly
 HAND_OVER_WAIT_S = 10.0  # a hand-over unanswered this long is sent again
 IDLE_WAIT_S = 10.0  # a forwarded input waits at most this long for the hand-overs before it
+DRAIN_S = 5.0  # a stopping node waits at most this long for its hand-overs
 RETRY_S = 0.2
 
 
@@ -70,6 +72,7 @@ class Inputs:
         self._tasks: set[asyncio.Task[None]] = set()
         self.committed = 0  # inputs committed here since the node started (node.status)
         self.committing = 0  # commits of this node's awaiting the state store now
+        self.stopping = False
 
     def status(self) -> dict[str, int]:
         """``node.status``'s ``inputs``."""
@@ -80,6 +83,27 @@ class Inputs:
             "handing_over": sum(len(q) for q in self._queues.values()),
         }
 
+    async def drain(self, limit: float = DRAIN_S) -> int:
+        """As the node stops: shut every gate (what comes now goes to the supervisors, which
+        commit it themselves), then wait at most ``limit`` seconds for the commits under way
+        and the inputs committed here to be handed over, so that what the node accepted is
+        typed now rather than with the next node's catch-up. Returns how many are left."""
+        self.stopping = True  # no gate opens again
+        self.gates.clear()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        while (self.committing or self._queues) and (left := deadline - loop.time()) > 0:
+            pending = [e for e in self._idle.values() if not e.is_set()]
+            if self.committing or not pending:  # a commit's hand-over is queued once it returns
+                await asyncio.sleep(min(RETRY_S / 4, left))
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(e.wait() for e in pending)), left)
+        left = self.committing + sum(len(q) for q in self._queues.values())
+        if left:
+            log.warning("input-hand-overs-left", left=left, why="the node stopped first")
+        return left
+
     # -- the gate ------------------------------------------------------------------------------
 
     def on_gate(self, sender: str, body: dict[str, Any]) -> None:
@@ -88,7 +112,12 @@ class Inputs:
         if not isinstance(record, str) or sender != f"session/{record}":
             return
         generation, instance = body.get("generation"), body.get("instance")
-        if body.get("gate") is True and isinstance(generation, int) and isinstance(instance, str):
+        if (
+            body.get("gate") is True
+            and not self.stopping
+            and isinstance(generation, int)
+            and isinstance(instance, str)
+        ):
             self.gates[record] = (generation, instance)
         else:
             self.gates.pop(record, None)
