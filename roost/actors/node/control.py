@@ -20,6 +20,7 @@ import structlog
 
 from roost.actors.node.claims import DEFAULT_LEASE_MS, NODE, Claims
 from roost.actors.node.sessions import Sessions
+from roost.actors.runtime.keyed import KeyedLocks
 from roost.actors.runtime.peer import Handler, Peer
 from roost.broker import fields as f
 from roost.broker import protocol as p
@@ -53,7 +54,7 @@ class Control:
         self.peer, self.sessions = peer, sessions
         self.claims = Claims(clock)
         self.accepting = 0
-        self._op_locks: dict[str, list[Any]] = {}  # op id -> [lock, requests using it]
+        self._op_locks = KeyedLocks()  # one request of an op id at a time
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -94,15 +95,8 @@ class Control:
             raise RoostError(
                 "bad-request", "an operation id is at most 128 characters", {"field": "op"}
             )
-        entry = self._op_locks.setdefault(h.op, [asyncio.Lock(), 0])
-        entry[1] += 1
-        try:
-            async with entry[0]:
-                return await self._once(handler, h, body, record_id)
-        finally:
-            entry[1] -= 1
-            if entry[1] == 0:
-                self._op_locks.pop(h.op, None)
+        async with self._op_locks.hold(h.op):
+            return await self._once(handler, h, body, record_id)
 
     async def _claimed(self, ref: str, grant: str) -> str:
         """The id of the record ``ref`` names, once its claims admit ``grant``; a grant that has

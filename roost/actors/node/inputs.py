@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 
 from roost.actors.node.sessions import Sessions
+from roost.actors.runtime.keyed import KeyedLocks
 from roost.actors.runtime.peer import Peer
 from roost.actors.state import records as r
 from roost.actors.supervisor.keyboard import GATE_PENDING, commit_input
@@ -63,7 +64,7 @@ class Inputs:
     def __init__(self, peer: Peer, sessions: Sessions) -> None:
         self.peer, self.sessions = peer, sessions
         self.gates: dict[str, tuple[int, str]] = {}  # record -> (generation, instance) open
-        self._locks: dict[str, list[Any]] = {}  # record -> [lock, requests using it]
+        self._locks = KeyedLocks()  # one input of a record at a time
         self._queues: dict[str, collections.deque[_Typed]] = {}
         self._idle: dict[str, asyncio.Event] = {}
         self._waiting: dict[str, int] = {}  # record -> bytes committed, not handed over yet
@@ -174,18 +175,11 @@ class Inputs:
         commit: Callable[[], Awaitable[dict[str, Any]]],
         forward: Callable[[], Awaitable[dict[str, Any]]],
     ) -> dict[str, Any]:
-        entry = self._locks.setdefault(record_id, [asyncio.Lock(), 0])
-        entry[1] += 1
-        try:
-            async with entry[0]:
-                if is_open():
-                    return await commit()
-                await self._handed_over(record_id)
-                return await forward()
-        finally:
-            entry[1] -= 1
-            if entry[1] == 0:
-                self._locks.pop(record_id, None)
+        async with self._locks.hold(record_id):
+            if is_open():
+                return await commit()
+            await self._handed_over(record_id)
+            return await forward()
 
     async def _commit(
         self, record: r.Record, active: dict[str, Any], h: p.Header, data: dict[str, Any], size: int
