@@ -94,6 +94,13 @@ class Broker:
             for known in (True, False)
         }
         self.stats = {"routed": 0, "errors": 0, "published": 0}
+        self._taps: list[tuple[str, str, Callable[[str], None]]] = []
+
+    def tap(self, sender: str, suffix: str, seen: Callable[[str], None]) -> None:
+        """Call ``seen(topic)`` for every event ``sender`` publishes on a topic ending with
+        ``suffix``, as it goes out (in this process: what a node's own actor waits on, such as a
+        turn's end, without a subscription or a poll). The body is not decoded."""
+        self._taps.append((sender, suffix, seen))
 
     def drop(self, *prefixes: str) -> None:
         """Forget actors known to be dead (their process exited) without waiting for beats."""
@@ -324,6 +331,12 @@ class Broker:
             # PUB may drop (the durable log may not); subscribers fill gaps from it
             send_now(pub, frames)
         self.stats["published"] += 1
+        for sender, suffix, seen in self._taps:
+            if header.sender == sender and topic.endswith(suffix):
+                try:
+                    seen(topic)
+                except Exception:  # a tap's bug never stops the routing
+                    log.exception("tap-failed", topic=topic)
 
     # -- served by the broker itself -----------------------------------------------------------
 

@@ -85,3 +85,39 @@ def test_a_descriptor_is_read_from_a_frame_or_not_at_all() -> None:
     assert liveness.source_fd(b"bytes, from a local link") is None  # type: ignore[arg-type]
     assert liveness.heartbeats(network=True)[zmq.HEARTBEAT_TIMEOUT] == 3000
     assert liveness.heartbeats(network=False)[zmq.HEARTBEAT_TIMEOUT] == 30_000
+
+
+def test_a_tap_sees_the_topics_its_sender_publishes_with_its_suffix_only(
+    ctx: zmq.asyncio.Context, tmp_path: Path
+) -> None:
+    async def main() -> list[str]:
+        endpoint = f"ipc://{tmp_path}/router"
+        config = BrokerConfig([endpoint], [f"ipc://{tmp_path}/events"], "t", "secret", "inc")
+        broker = Broker(ctx, config)
+        broker.bind()
+        seen: list[str] = []
+        broker.tap("state", "/session.turn", seen.append)
+
+        def failing(topic: str) -> None:
+            raise RuntimeError(topic)
+
+        broker.tap("state", "/boom", failing)  # a failing tap stops nothing
+        state = Peer(ctx, endpoint, "state", "secret", incarnation="s1", heartbeat=600)
+        other = Peer(ctx, endpoint, "session/r1", "secret", incarnation="a1", heartbeat=600)
+        tasks = [asyncio.create_task(t) for t in (broker.run(), state.run(), other.run())]
+        try:
+            for peer in (state, other):
+                await asyncio.wait_for(peer.registered.wait(), 10)
+            other.publish("e/r1/session.turn", {"kind": "session.turn"})  # not the store
+            state.publish("e/r1/boom", {})
+            state.publish("e/r1/session.output", {"kind": "session.output"})
+            state.publish("e/r1/session.turn", {"kind": "session.turn"})
+            await until(lambda: broker.stats["published"] == 4, "the four publishes")
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            broker.close()
+        return seen
+
+    assert asyncio.run(main()) == ["e/r1/session.turn"]

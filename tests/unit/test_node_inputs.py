@@ -416,3 +416,58 @@ def test_a_stopping_node_stops_waiting_for_a_supervisor_that_does_not_answer() -
 
     left, took = asyncio.run(scenario())
     assert left == 1 and 0.3 <= took < 2.0
+
+
+def test_a_turn_sent_as_the_one_before_ended_waits_a_moment_for_the_gate() -> None:
+    """The store published the last turn's end (turn.wait answered) and the next turn comes
+    before the supervisor's gate message: it waits for that message and is begun here."""
+
+    async def scenario() -> tuple[list[str], FakePeer]:
+        inputs, peer, sessions = make()
+        forwarded: list[str] = []
+
+        async def forward() -> dict[str, Any]:
+            forwarded.append("through the supervisor")
+            return {"accepted": True}
+
+        inputs.turn_ended("r1")
+        turn = asyncio.ensure_future(
+            inputs.accept(sessions.record, ACTIVE, header("session.turn"), {"text": "n"}, forward)
+        )
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not turn.done()
+        inputs.on_gate("session/r1", GATE)  # the supervisor heard its delivery went through
+        await asyncio.wait_for(turn, 5)
+        await settle(inputs)
+        return forwarded, peer
+
+    forwarded, peer = asyncio.run(scenario())
+    assert forwarded == [] and peer.calls[0][1] == "state.turn.begin"
+
+
+def test_a_turn_with_no_end_just_seen_or_a_gate_that_stays_shut_is_forwarded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def scenario() -> list[str]:
+        inputs, peer, sessions = make()
+        forwarded: list[str] = []
+
+        async def forward() -> dict[str, Any]:
+            forwarded.append("x")
+            return {"accepted": False}
+
+        # no turn end seen: forwarded without waiting (a wait would outlast wait_for's 5 s)
+        monkeypatch.setattr(inputs_module, "REOPEN_WAIT_S", 60.0)
+        first = inputs.accept(
+            sessions.record, ACTIVE, header("session.turn"), {"text": "a"}, forward
+        )
+        await asyncio.wait_for(first, 5)
+        # a turn ended, but the gate stays shut (the agent is busy): forwarded after the wait
+        monkeypatch.setattr(inputs_module, "REOPEN_WAIT_S", 0.05)
+        inputs.turn_ended("r1")
+        await inputs.accept(sessions.record, ACTIVE, header("session.turn"), {"text": "b"}, forward)
+        assert peer.calls == []
+        return forwarded
+
+    assert asyncio.run(scenario()) == ["x", "x"]

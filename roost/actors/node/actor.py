@@ -17,7 +17,7 @@ import structlog
 
 from roost.actors.node import backup, checkup
 from roost.actors.node import worktrees as wt
-from roost.actors.node.control import Control
+from roost.actors.node.control import TURN_TOPIC, Control
 from roost.actors.node.inputs import COMMITTED_HERE, Inputs
 from roost.actors.node.reports import Reports
 from roost.actors.node.restore import Restorer
@@ -142,6 +142,13 @@ class NodeActor:
             self.sessions.records.store_up(str(body.get("incarnation")))
 
     # -- node ----------------------------------------------------------------------------------
+
+    def turn_event(self, topic: str) -> None:
+        """A ``session.turn`` event the state store published (``e/<record>/session.turn``, a
+        turn's end): the record's waits look again, and its next turn may wait for the gate."""
+        record_id = topic[2 : -len(TURN_TOPIC)]
+        self.control.turn_ended(record_id)
+        self.inputs.turn_ended(record_id)
 
     async def status(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         opened = await self._opened()  # None while the state store restarts: status still answers

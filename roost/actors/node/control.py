@@ -30,7 +30,8 @@ from roost.broker.errors import RoostError
 COMMITTED_BY_SUPERVISOR = frozenset(
     {"session.prompt", "session.input", "session.key", "session.turn"}
 )
-TURN_POLL_S = 0.1
+TURN_POLL_S = 1.0  # turn.wait looks again this often even with no turn event seen
+TURN_TOPIC = "/session.turn"  # the state store's event topic of a turn's end: e/<record>/...
 # Node-wide mutations: while another client holds the node's controller lease they need its grant.
 NODE_WIDE = frozenset({"session.spawn", "session.restore", "workspace.add", "node.shutdown"})
 
@@ -55,6 +56,7 @@ class Control:
         self.claims = Claims(clock)
         self.accepting = 0
         self._op_locks = KeyedLocks()  # one request of an op id at a time
+        self._turn_waits: dict[str, set[asyncio.Future[None]]] = {}  # record -> its turn.waits
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -229,16 +231,38 @@ class Control:
         timeout_ms = f.opt_int(body, "timeout_ms", hi=600_000)
         deadline = time.monotonic() + (30_000 if timeout_ms is None else timeout_ms) / 1000
         while True:
-            if turn_id:
-                turn = (await self.peer.call("state", "state.turn.get", {"id": turn_id}))["turn"]
-            else:
-                turn = (await self.peer.call("state", "state.turn.latest", {"record": record.id}))[
-                    "turn"
-                ]
-            if turn is None or turn["record"] != record.id:
-                raise RoostError(
-                    "not-found", "no such turn for this record", {"ref": turn_id or record.id}
-                )
-            if turn["state"] != "running" or time.monotonic() > deadline:
-                return {"turn": turn, "ended": turn["state"] != "running"}
-            await asyncio.sleep(TURN_POLL_S)
+            # listening before looking: a turn that ends in between still wakes this wait
+            ended = asyncio.get_running_loop().create_future()
+            waits = self._turn_waits.setdefault(record.id, set())
+            waits.add(ended)
+            try:
+                turn = await self._turn(record.id, turn_id or "")
+                if turn["state"] != "running" or time.monotonic() > deadline:
+                    return {"turn": turn, "ended": turn["state"] != "running"}
+                left = max(0.0, deadline - time.monotonic())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ended, min(TURN_POLL_S, left + 0.001))
+            finally:
+                waits.discard(ended)
+                if not waits and self._turn_waits.get(record.id) is waits:
+                    del self._turn_waits[record.id]
+
+    async def _turn(self, record_id: str, turn_id: str) -> dict[str, Any]:
+        if turn_id:
+            turn = (await self.peer.call("state", "state.turn.get", {"id": turn_id}))["turn"]
+        else:
+            reply = await self.peer.call("state", "state.turn.latest", {"record": record_id})
+            turn = reply["turn"]
+        if turn is None or turn["record"] != record_id:
+            raise RoostError(
+                "not-found", "no such turn for this record", {"ref": turn_id or record_id}
+            )
+        result: dict[str, Any] = turn
+        return result
+
+    def turn_ended(self, record_id: str) -> None:
+        """The state store published a ``session.turn`` event for the record (a turn ended):
+        its ``turn.wait`` calls look again now rather than at their next poll."""
+        for ended in self._turn_waits.pop(record_id, ()):
+            if not ended.done():
+                ended.set_result(None)

@@ -25,6 +25,7 @@ import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
 from roost.actors.node.actor import NodeActor
+from roost.actors.node.control import TURN_TOPIC
 from roost.actors.node.hublink import HubConfig, HubLink, stored_hub
 from roost.actors.node.launcher import Launcher
 from roost.actors.node.notify import Notifier
@@ -218,6 +219,7 @@ class Daemon:
         sessions = Sessions(peer, launcher, self.state_dir, self.router_ep, self.actor_token)
         restorer = Restorer(peer, sessions, self.config.restore_pause()[0], self.registered)
         node = NodeActor(peer, sessions, self.status, stop.set, self.registered, restorer)
+        self.broker.tap("state", TURN_TOPIC, node.turn_event)  # a turn's end, as it is published
         tasks = [
             asyncio.create_task(t)
             for t in (

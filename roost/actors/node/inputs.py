@@ -48,6 +48,8 @@ HAND_OVER_WAIT_S = 10.0  # a hand-over unanswered this long is sent again
 IDLE_WAIT_S = 10.0  # a forwarded input waits at most this long for the hand-overs before it
 DRAIN_S = 5.0  # a stopping node waits at most this long for its hand-overs
 RETRY_S = 0.2
+REOPEN_S = 2.0  # a turn this soon after the record's last turn ended may find the gate about to
+REOPEN_WAIT_S = 0.1  # reopen (the supervisor has its end's delivery to hear first): this long
 
 
 @dataclass
@@ -74,6 +76,8 @@ class Inputs:
         self.committed = 0  # inputs committed here since the node started (node.status)
         self.committing = 0  # commits of this node's awaiting the state store now
         self.stopping = False
+        self._turn_ended: dict[str, float] = {}  # record -> when its last turn's end was seen
+        self._gate_heard: dict[str, asyncio.Event] = {}  # record -> set at its next gate message
 
     def status(self) -> dict[str, int]:
         """``node.status``'s ``inputs``."""
@@ -122,10 +126,30 @@ class Inputs:
             self.gates[record] = (generation, instance)
         else:
             self.gates.pop(record, None)
+        if (heard := self._gate_heard.pop(record, None)) is not None:
+            heard.set()
+
+    def turn_ended(self, record_id: str) -> None:
+        """The state store published a turn's end for the record (``session.turn``)."""
+        self._turn_ended[record_id] = asyncio.get_running_loop().time()
+
+    async def _reopening(self, record_id: str) -> None:
+        """A turn sent the moment the one before it ended (``session.turn.wait`` answers when
+        the end is committed) can come before the supervisor has heard that its delivery of the
+        end went through and reopened its gate: wait a moment for its next gate message rather
+        than take the slower way through the supervisor."""
+        ended = self._turn_ended.pop(record_id, None)
+        loop = asyncio.get_running_loop()
+        if ended is None or record_id in self.gates or loop.time() - ended > REOPEN_S:
+            return
+        heard = self._gate_heard.setdefault(record_id, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(heard.wait(), REOPEN_WAIT_S)
 
     def closed(self, record_id: str) -> None:
         """The supervisor re-registered (or left): its gate is shut until it says otherwise."""
         self.gates.pop(record_id, None)
+        self._turn_ended.pop(record_id, None)
 
     def _open(self, record: r.Record, active: dict[str, Any], size: int) -> bool:
         gate = self.gates.get(record.id)
@@ -148,6 +172,7 @@ class Inputs:
     ) -> dict[str, Any]:
         """Commit the input here when the gate is open, else ``forward`` it; one at a time."""
         if h.method == "session.turn":
+            await self._reopening(record.id)
             return await self._one_at_a_time(
                 record.id,
                 lambda: self._open(record, active, 0),
