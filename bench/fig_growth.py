@@ -26,12 +26,13 @@ INVERSE = {"claim_rate"}  # a rate falls as cost grows: its slope is taken of 1/
 
 
 def paths(node: BenchNode, hop: Hop, record: str, mode: Mode) -> dict[str, float]:
-    """``node.claim`` renew (against the bare hop, now) and one client's prompts on ``record``."""
+    """``node.claim`` renew (against the bare hop, now) and one client's prompts on ``record``
+    (as many as figure 2's one client sends)."""
     short = dataclasses.replace(mode, seconds=1.0, samples=200)
     bare = fig_broker.measure_bare(hop, short)
     claim = fig_broker.measure_node(node, short)["claim"]
     with node.client() as client:
-        prompt = fig_prompt.one_client(client, record, 100)
+        prompt = fig_prompt.one_client(client, record, mode.samples)
     return {
         "claim_rate": claim["rate"],
         "bare_rate": bare["rate"],

@@ -30,6 +30,7 @@ from harness import (
     Tmux,
     idle_cpu,
     memory,
+    quietest_idle,
     running_node,
     settled,
     spawn_many,
@@ -94,7 +95,7 @@ def step(steps: Steps, level: int, mode: Mode, hop: Hop | None) -> dict[str, flo
     sups = [psutil.Process(pid) for pid in node.supervisors()]
     procs = node.node_processes() + sups  # asked before the window (see dormant())
     settled(procs, below=2.0)
-    roost_idle, tmux_idle = idle_cpu([procs, [server]], mode.idle_s)
+    roost_idle, tmux_idle = quietest_idle([procs, [server]], mode.idle_s, mode.idle_rounds)
     got = {"idle": roost_idle, "tmux_idle": tmux_idle, **memory([s.pid for s in sups])}
     if hop is not None:
         got.update(fig_growth.paths(node, hop, steps.records[0], mode))
