@@ -93,7 +93,7 @@ class Broker:
             known: p.pack({"registered": known, "incarnation": config.incarnation})
             for known in (True, False)
         }
-        self.stats = {"routed": 0, "errors": 0, "published": 0}
+        self.stats = {"routed": 0, "errors": 0, "published": 0, "tapped": 0}
         self._taps: list[tuple[str, str, Callable[[str], None]]] = []
 
     def tap(self, sender: str, suffix: str, seen: Callable[[str], None]) -> None:
@@ -337,6 +337,8 @@ class Broker:
                     seen(topic)
                 except Exception:  # a tap's bug never stops the routing
                     log.exception("tap-failed", topic=topic)
+                else:
+                    self.stats["tapped"] += 1
 
     # -- served by the broker itself -----------------------------------------------------------
 

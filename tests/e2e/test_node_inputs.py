@@ -118,6 +118,26 @@ def test_a_stopping_node_hands_over_what_it_accepted_before_it_exits(node: Node)
     assert "input-hand-overs-left" not in log.read_text()
 
 
+def test_turn_waits_are_woken_by_the_stores_turn_events(node: Node) -> None:
+    """Back-to-back turns, each waited for: every end the state store publishes reaches the
+    node's actor as it goes out (the broker's tap), which is what wakes `session.turn.wait`."""
+    node.up()
+    rid = node.run("spawn", "echo", "--name", "t", "--mode", "stream")["record"]["id"]
+    wait_for(lambda: _inputs(node)["gates_open"] == 1, 10, "the supervisor to open its gate")
+    tapped = node.run("node", "status")["broker"]["tapped"]
+    with node.client() as client:
+        for i in range(5):
+            turn = client.call("session.turn", {"id": rid, "text": f"turn {i}"}, timeout=10)
+            done = client.call(
+                "session.turn.wait",
+                {"id": rid, "turn": turn["turn"], "timeout_ms": 20_000},
+                timeout=30,
+            )
+            assert done["ended"] is True and done["turn"]["state"] == "completed", done
+    assert node.run("node", "status")["broker"]["tapped"] >= tapped + 5
+    assert "tap-failed" not in (node.state_dir / "logs" / "node.log").read_text()
+
+
 def test_a_turn_the_node_began_as_it_died_runs_after_the_restart(node: Node) -> None:
     """The node begins a stream-mode turn (the supervisor's gate is open), the state store
     commits it while the daemon is stopped, and the daemon is SIGKILLed holding the answer: the

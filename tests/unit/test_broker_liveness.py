@@ -113,6 +113,7 @@ def test_a_tap_sees_the_topics_its_sender_publishes_with_its_suffix_only(
             state.publish("e/r1/session.output", {"kind": "session.output"})
             state.publish("e/r1/session.turn", {"kind": "session.turn"})
             await until(lambda: broker.stats["published"] == 4, "the four publishes")
+            assert broker.stats["tapped"] == 1  # the failing tap is not counted
         finally:
             for task in tasks:
                 task.cancel()
