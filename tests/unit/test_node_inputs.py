@@ -115,7 +115,13 @@ def test_an_open_gate_has_the_node_commit_and_hand_over() -> None:
     assert reply == {"accepted": True, "seq": 101}
     assert peer.typed() == [(101, {"input": "prompt", "text": "hi"})]
     assert peer.calls[1][3]["session"] == {"generation": 3}
-    assert inputs.status() == {"gates_open": 1, "committed": 1, "committing": 0, "handing_over": 0}
+    assert inputs.status() == {
+        "gates_open": 1,
+        "committed": 1,
+        "committing": 0,
+        "handing_over": 0,
+        "commit_requests": 1,
+    }
 
 
 def test_a_shut_gate_or_another_generation_forwards() -> None:

@@ -17,6 +17,7 @@ from roost.actors.runtime.peer import Peer
 from roost.actors.state import db
 from roost.actors.state.store import StateStore
 from roost.broker import protocol as p
+from roost.broker.errors import RoostError
 from tests.unit.test_retention import FakePeer
 
 
@@ -72,3 +73,63 @@ def test_events_without_an_event_id_are_appended_each_time(conn: sqlite3.Connect
     bare = {"events": [{"kind": "session.input", "record": "r1", "data": {"text": "x"}}]}
     assert appends(conn, bare, bare) == [{"seqs": [1]}, {"seqs": [2]}]
     assert texts(conn) == ["x", "x"]
+
+
+def append_each(conn: sqlite3.Connection, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """``state.events.append_each`` and how many transactions the writer committed for it."""
+
+    async def scenario() -> tuple[dict[str, Any], int]:
+        store = StateStore(conn, cast(Peer, FakePeer()))
+        commits = 0
+        commit = store._commit
+
+        def counted(batch: Any) -> None:
+            nonlocal commits
+            commits += 1
+            commit(batch)
+
+        store._commit = counted  # type: ignore[method-assign]
+        writer = asyncio.create_task(store.writer())
+        try:
+            reply = await store._events_append_each(p.Header(kind="request"), body)
+            return reply, commits
+        finally:
+            writer.cancel()
+
+    return asyncio.run(scenario())
+
+
+def test_append_each_applies_every_item_as_its_own_append_in_one_transaction(
+    conn: sqlite3.Connection,
+) -> None:
+    appends(conn, prompt("first", "i1:input:1", "P1"))
+    reply, commits = append_each(
+        conn,
+        {
+            "items": [
+                prompt("second", "n:input:1", "P2"),
+                prompt("first", "i1:input:1", "P1"),  # sent again: repeated
+                prompt("other", "n:input:2", "P1"),  # the op again: duplicate
+                {"events": "not a list"},  # refused alone
+                "not a map",
+                prompt("third", "n:input:3", "P3"),
+            ]
+        },
+    )
+    results = reply["results"]
+    assert results[0] == {"ok": {"seqs": [2]}}
+    assert results[1] == {"ok": {"seqs": [1], "repeated": True}}
+    assert results[2]["ok"]["duplicate"] is True and results[2]["ok"]["seqs"] == [1]
+    assert results[3]["error"]["code"] == "bad-request"
+    assert results[4]["error"]["code"] == "bad-request"
+    assert results[5] == {"ok": {"seqs": [3]}}
+    assert commits == 1
+    assert texts(conn) == ["first", "second", "third"]
+    assert db.get_op(conn, "P3")["result"] == {"seqs": [3]}  # type: ignore[index]
+
+
+@pytest.mark.parametrize("items", [[], "x", [{}] * 65])
+def test_append_each_needs_1_to_64_items(conn: sqlite3.Connection, items: Any) -> None:
+    with pytest.raises(RoostError) as err:
+        append_each(conn, {"items": items})
+    assert err.value.code == "bad-request"

@@ -28,10 +28,11 @@ from typing import Any
 import structlog
 
 from roost.actors.node.sessions import Sessions
+from roost.actors.runtime import eager
 from roost.actors.runtime.keyed import KeyedLocks
 from roost.actors.runtime.peer import Peer
 from roost.actors.state import records as r
-from roost.actors.supervisor.keyboard import GATE_PENDING, commit_input
+from roost.actors.supervisor.keyboard import COMMIT_RETRY_S, COMMIT_WAIT_S, GATE_PENDING
 from roost.actors.supervisor.outbox import TRANSIENT
 from roost.actors.supervisor.turns import begin_body, begin_turn, new_turn_id
 from roost.adapters.base import key_names
@@ -50,6 +51,86 @@ DRAIN_S = 5.0  # a stopping node waits at most this long for its hand-overs
 RETRY_S = 0.2
 REOPEN_S = 2.0  # a turn this soon after the record's last turn ended may find the gate about to
 REOPEN_WAIT_S = 0.1  # reopen (the supervisor has its end's delivery to hear first): this long
+
+
+GROUP_MAX = 64  # inputs in one state.events.append_each (the state store's writer batch)
+
+
+class GroupCommit:
+    """The node's input commits, grouped: one ``state.events.append`` on its way at a time, and
+    what comes meanwhile goes next, together, in one ``state.events.append_each`` (one request
+    and one answer for the lot, where each was a round trip of its own). One input with
+    nothing on its way goes at once, as a plain append. Each input keeps ``commit_input``'s
+    rules: an answer refusing it means nothing was committed; no answer by the deadline may
+    mean it was, so it is repeated, same event id, until the store answers."""
+
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
+        self._waiting: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = []
+        self._sending = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.sent = 0  # requests to the state store (node.status inputs.commit_requests)
+
+    async def commit(self, body: dict[str, Any]) -> dict[str, Any]:
+        loop, attempts = asyncio.get_running_loop(), 0
+        while True:
+            attempts, started = attempts + 1, loop.time()
+            try:
+                return await self._once(body)
+            except RoostError as err:
+                unanswered = loop.time() - started >= COMMIT_WAIT_S
+                if err.code not in TRANSIENT or (attempts == 1 and not unanswered):
+                    raise
+                if attempts == 1:
+                    log.warning("input-commit-unanswered", code=err.code)
+            await asyncio.sleep(COMMIT_RETRY_S)
+
+    def _once(self, body: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting.append((body, future))
+        if not self._sending:
+            self._sending = True
+            eager.start(self._send(), self._tasks)  # its request goes out before this returns
+        return future
+
+    async def _send(self) -> None:
+        try:
+            while self._waiting:
+                group, self._waiting = self._waiting[:GROUP_MAX], self._waiting[GROUP_MAX:]
+                await self._request(group)
+        finally:
+            self._sending = False
+
+    async def _request(
+        self, group: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]]
+    ) -> None:
+        self.sent += 1
+        try:
+            if len(group) == 1:
+                answers = [
+                    {
+                        "ok": await self.peer.call(
+                            "state", "state.events.append", group[0][0], timeout=COMMIT_WAIT_S
+                        )
+                    }
+                ]
+            else:
+                reply = await self.peer.call(
+                    "state",
+                    "state.events.append_each",
+                    {"items": [body for body, _ in group]},
+                    timeout=COMMIT_WAIT_S,
+                )
+                answers = reply["results"]
+        except RoostError as err:  # the whole request: each input decides (commit's loop)
+            answers = [{"error": err.to_body()}] * len(group)
+        for (_, future), answer in zip(group, answers, strict=True):
+            if future.done():
+                continue
+            if "ok" in answer:
+                future.set_result(answer["ok"])
+            else:
+                future.set_exception(RoostError.from_body(answer.get("error") or {}))
 
 
 @dataclass
@@ -72,6 +153,7 @@ class Inputs:
         self._waiting: dict[str, int] = {}  # record -> bytes committed, not handed over yet
         self._eids = itertools.count(1)
         self._prefix = f"node:{os.urandom(6).hex()}:input:"
+        self._group = GroupCommit(peer)
         self._tasks: set[asyncio.Task[None]] = set()
         self.committed = 0  # inputs committed here since the node started (node.status)
         self.committing = 0  # commits of this node's awaiting the state store now
@@ -86,6 +168,7 @@ class Inputs:
             "committed": self.committed,
             "committing": self.committing,
             "handing_over": sum(len(q) for q in self._queues.values()),
+            "commit_requests": self._group.sent,
         }
 
     async def drain(self, limit: float = DRAIN_S) -> int:
@@ -225,7 +308,7 @@ class Inputs:
             body["op"] = {"id": h.op, "method": h.method, "record": record.id}
         self.committing += 1
         try:
-            committed = await commit_input(self.peer, body)
+            committed = await self._group.commit(body)
         finally:
             self.committing -= 1
         seq = (committed.get("seqs") or [None])[0]

@@ -100,6 +100,7 @@ class StateStore:
             "record.list",
             "record.delete",
             "events.append",
+            "events.append_each",
             "events.since",
         ):
             handler = getattr(self, "_" + name.replace(".", "_"))
@@ -200,9 +201,13 @@ class StateStore:
         return {"more": upto is not None and upto < self.keep.target}, []
 
     async def write(self, mutation: Mutation) -> dict[str, Any]:
+        return await self._queued(mutation)
+
+    def _queued(self, mutation: Mutation) -> asyncio.Future[dict[str, Any]]:
+        """``mutation`` in the writer's queue (unbounded: never waits); its outcome's future."""
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        await self._queue.put((mutation, future))
-        return await future
+        self._queue.put_nowait((mutation, future))
+        return future
 
     def append(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Append; returns only the events newly written (re-sent spooled ones are skipped)."""
@@ -305,6 +310,38 @@ class StateStore:
         repeated operation id returns the first outcome without appending anything. A request
         whose first event's ``eid`` is in the log already is this same request again (its
         sender did not hear the answer): ``{seqs, repeated: true}``, nothing appended."""
+        return await self.write(self._append_mutation(body))
+
+    async def _events_append_each(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """``items``: up to ``BATCH`` bodies of ``state.events.append``, each applied as that
+        request would be (in order, in the writer's next transaction, each in a savepoint of its
+        own): ``{results}``, for each ``{ok: its answer}`` or ``{error: {code, message,
+        detail}}``. The node's group commit: inputs committed while the one before is on its way
+        go together, one request and one answer for them all."""
+        items = body.get("items")
+        if not isinstance(items, list) or not 0 < len(items) <= BATCH:
+            raise RoostError(
+                "bad-request", f"field 'items' must be a list of 1 to {BATCH}", {"field": "items"}
+            )
+        futures: list[asyncio.Future[dict[str, Any]] | RoostError] = []
+        for item in items:
+            try:
+                if not isinstance(item, dict):
+                    raise RoostError("bad-request", "each item is a map", {"field": "items"})
+                futures.append(self._queued(self._append_mutation(item)))
+            except RoostError as err:
+                futures.append(err)
+        results: list[dict[str, Any]] = []
+        for future in futures:
+            try:
+                if isinstance(future, RoostError):
+                    raise future
+                results.append({"ok": await future})
+            except RoostError as err:
+                results.append({"error": err.to_body()})
+        return {"results": results}
+
+    def _append_mutation(self, body: dict[str, Any]) -> Mutation:
         events = check_events(body)
         op = check_op(body)
 
@@ -324,7 +361,7 @@ class StateStore:
                 db.put_op(self.conn, op)
             return {"seqs": seqs}, [e for e in written if not e.get("duplicate")]
 
-        return await self.write(mutation)
+        return mutation
 
     async def _events_since(self, h: p.Header, body: dict[str, Any]) -> p.Packed:
         after = f.opt_int(body, "after") or 0
