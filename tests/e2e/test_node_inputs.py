@@ -8,11 +8,19 @@ import contextlib
 import os
 import signal
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import Node, alive, commit_as_the_daemon_dies, sigkill, wait_for
+from tests.e2e.conftest import (
+    Node,
+    alive,
+    commit_as_the_daemon_dies,
+    sigkill,
+    stopped,
+    wait_for,
+)
 
 
 def _inputs(node: Node) -> dict[str, Any]:
@@ -116,6 +124,46 @@ def test_a_stopping_node_hands_over_what_it_accepted_before_it_exits(node: Node)
         "the inputs typed with no node running",
     )
     assert "input-hand-overs-left" not in log.read_text()
+
+
+def test_inputs_committed_while_the_store_stalls_go_together_once_each(node: Node) -> None:
+    """Four clients prompt four sessions while the state store is stopped: the first commit is
+    on its way, the other three wait and go together in one request when it answers. Each is
+    accepted once, in the log once and typed once."""
+    node.up()
+    rids = [node.run("spawn", "echo", "--name", f"g{i}")["record"]["id"] for i in range(4)]
+    for rid in rids:
+        node.wait_screen(rid, "echo-ready>")
+    wait_for(lambda: _inputs(node)["gates_open"] == 4, 20, "every supervisor to open its gate")
+    store = node.run("node", "status")["actors"]["state"]["pid"]
+    before = _inputs(node)
+    replies: dict[str, Any] = {}
+
+    def prompt(rid: str) -> None:
+        with node.client() as client:
+            replies[rid] = client.call(
+                "session.prompt", {"id": rid, "text": f"grouped {rid}"}, timeout=30
+            )
+
+    senders = [threading.Thread(target=prompt, args=(rid,)) for rid in rids]
+    try:
+        with stopped(store):  # a few seconds: far inside its heartbeats' 30 s
+            for sender in senders:
+                sender.start()
+            wait_for(lambda: _inputs(node)["committing"] == 4, 20, "four commits on their way")
+    finally:
+        for sender in senders:
+            sender.join(30)
+    assert all(replies[rid]["accepted"] is True for rid in rids), replies
+    after = _inputs(node)
+    assert after["committed"] - before["committed"] == 4
+    assert after["commit_requests"] - before["commit_requests"] == 2  # one alone, three together
+    for rid in rids:
+        node.wait_screen(rid, f"echo: grouped {rid}", timeout=20)
+        assert _typed(node, rid, [f"grouped {rid}"]) == [1]
+        events = node.run("events", "--id", rid)["events"]
+        logged = [e["data"]["text"] for e in events if e["kind"] == "session.input"]
+        assert logged == [f"grouped {rid}"]
 
 
 def test_turn_waits_are_woken_by_the_stores_turn_events(node: Node) -> None:
