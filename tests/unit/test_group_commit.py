@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from roost.actors.node import inputs as inputs_module
 from roost.actors.node.inputs import GroupCommit
+from roost.actors.supervisor import keyboard
 from roost.broker.errors import RoostError
 
 
@@ -96,8 +96,8 @@ def test_a_refused_input_fails_alone() -> None:
 def test_a_group_nobody_answered_is_repeated_each_input_with_its_event_id(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(inputs_module, "COMMIT_WAIT_S", 0.0)  # any failure counts as unanswered
-    monkeypatch.setattr(inputs_module, "COMMIT_RETRY_S", 0.01)
+    monkeypatch.setattr(keyboard, "COMMIT_WAIT_S", 0.0)  # any failure counts as unanswered
+    monkeypatch.setattr(keyboard, "COMMIT_RETRY_S", 0.01)
 
     async def scenario() -> tuple[list[Any], FakeStore]:
         store = FakeStore()

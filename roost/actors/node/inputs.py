@@ -32,7 +32,7 @@ from roost.actors.runtime import eager
 from roost.actors.runtime.keyed import KeyedLocks
 from roost.actors.runtime.peer import Peer
 from roost.actors.state import records as r
-from roost.actors.supervisor.keyboard import COMMIT_RETRY_S, COMMIT_WAIT_S, GATE_PENDING
+from roost.actors.supervisor.keyboard import COMMIT_WAIT_S, GATE_PENDING, until_answered
 from roost.actors.supervisor.outbox import TRANSIENT
 from roost.actors.supervisor.turns import begin_body, begin_turn, new_turn_id
 from roost.adapters.base import key_names
@@ -72,18 +72,7 @@ class GroupCommit:
         self.sent = 0  # requests to the state store (node.status inputs.commit_requests)
 
     async def commit(self, body: dict[str, Any]) -> dict[str, Any]:
-        loop, attempts = asyncio.get_running_loop(), 0
-        while True:
-            attempts, started = attempts + 1, loop.time()
-            try:
-                return await self._once(body)
-            except RoostError as err:
-                unanswered = loop.time() - started >= COMMIT_WAIT_S
-                if err.code not in TRANSIENT or (attempts == 1 and not unanswered):
-                    raise
-                if attempts == 1:
-                    log.warning("input-commit-unanswered", code=err.code)
-            await asyncio.sleep(COMMIT_RETRY_S)
+        return await until_answered(lambda: self._once(body))
 
     def _once(self, body: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()

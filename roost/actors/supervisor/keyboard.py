@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -65,11 +66,25 @@ async def commit_input(peer: Peer, body: dict[str, Any]) -> dict[str, Any]:
     with no answer by its deadline may have been: it is repeated, same event id, until the store
     answers, which it does once with the event appended (``repeated`` when the lost attempt had
     appended it)."""
+
+    async def attempt() -> dict[str, Any]:
+        reply: dict[str, Any] = await peer.call(
+            "state", "state.events.append", body, timeout=COMMIT_WAIT_S
+        )
+        return reply
+
+    return await until_answered(attempt)
+
+
+async def until_answered(attempt: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    """``attempt()`` until it is answered: a refusal at once (nothing was committed) is raised;
+    a transient failure after ``COMMIT_WAIT_S`` without an answer (it may have been) tries
+    again, as does any transient failure after that first try."""
     loop, attempts = asyncio.get_running_loop(), 0
     while True:
         attempts, started = attempts + 1, loop.time()
         try:
-            return await peer.call("state", "state.events.append", body, timeout=COMMIT_WAIT_S)
+            return await attempt()
         except RoostError as err:
             unanswered = loop.time() - started >= COMMIT_WAIT_S
             if err.code not in TRANSIENT or (attempts == 1 and not unanswered):
