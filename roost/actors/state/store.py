@@ -323,20 +323,22 @@ class StateStore:
             raise RoostError(
                 "bad-request", f"field 'items' must be a list of 1 to {BATCH}", {"field": "items"}
             )
-        futures: list[asyncio.Future[dict[str, Any]] | RoostError] = []
+        # every item queued before the first is awaited: the writer takes them in one batch
+        queued: list[asyncio.Future[dict[str, Any]] | dict[str, Any]] = []
         for item in items:
             try:
                 if not isinstance(item, dict):
                     raise RoostError("bad-request", "each item is a map", {"field": "items"})
-                futures.append(self._queued(self._append_mutation(item)))
-            except RoostError as err:
-                futures.append(err)
+                queued.append(self._queued(self._append_mutation(item)))
+            except RoostError as err:  # refused alone, before it was queued
+                queued.append({"error": err.to_body()})
         results: list[dict[str, Any]] = []
-        for future in futures:
+        for entry in queued:
+            if isinstance(entry, dict):
+                results.append(entry)
+                continue
             try:
-                if isinstance(future, RoostError):
-                    raise future
-                results.append({"ok": await future})
+                results.append({"ok": await entry})
             except RoostError as err:
                 results.append({"error": err.to_body()})
         return {"results": results}
