@@ -23,6 +23,8 @@ from typing import Any
 
 import pyte
 
+from roost.broker.interpreter import python_module
+
 ENV: dict[str, str] = {}
 DETACH = b"\x1d"  # Ctrl-]
 TRY_IT = """
@@ -40,7 +42,7 @@ def roost(*args: str, show: bool = True) -> dict[str, Any]:
     if show:
         print(f"  $ roost {' '.join(_quote(a) for a in args)}")
     proc = subprocess.run(
-        [sys.executable, "-m", "roost", "--json", *args],
+        python_module("roost", "--json", *args),
         env=ENV,
         capture_output=True,
         text=True,
@@ -77,7 +79,7 @@ def text_of(*args: str) -> str:
     """``roost ARGS`` as a person sees it (text, not JSON)."""
     print(f"  $ roost {' '.join(_quote(a) for a in args)}")
     proc = subprocess.run(
-        [sys.executable, "-m", "roost", *args], env=ENV, capture_output=True, text=True, timeout=60
+        python_module("roost", *args), env=ENV, capture_output=True, text=True, timeout=60
     )
     return proc.stdout
 
@@ -91,7 +93,7 @@ def attach_and_detach(ref: str, until: str, rows: int = 40, cols: int = 120) -> 
     stream = pyte.ByteStream(screen)
     pid, fd = pty.fork()
     if pid == 0:  # the child: the CLI, its terminal the pseudo-terminal
-        os.execvpe(sys.executable, [sys.executable, "-m", "roost", "attach", ref], ENV)
+        os.execvpe(sys.executable, python_module("roost", "attach", ref), ENV)
     try:
         _resize(fd, rows, cols)
         deadline = time.monotonic() + 20
@@ -140,7 +142,7 @@ def main() -> None:
         story()
     finally:
         subprocess.run(
-            [sys.executable, "-m", "roost", "node", "stop", "--stop-sessions"],
+            python_module("roost", "node", "stop", "--stop-sessions"),
             env=ENV,
             capture_output=True,
             timeout=60,
@@ -175,7 +177,7 @@ def story() -> None:
 
     step(6, "a client following the events is killed mid-stream (SIGKILL)")
     follower = subprocess.Popen(
-        [sys.executable, "-m", "roost", "events", "--follow"],
+        python_module("roost", "events", "--follow"),
         env=ENV,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -27,6 +27,7 @@ from typing import Any
 
 from roost.adapters.settings import binary
 from roost.broker.errors import RoostError
+from roost.broker.interpreter import python_module
 from roost.config import VENDORS, Config, config_path, load
 
 PROBE_TIMEOUT_S = 15.0  # kimi (Node) takes 4 s for --version on an idle 2-core machine
@@ -199,8 +200,7 @@ async def in_child(provider: str, timeout: float = 45.0) -> dict[str, Any]:
     if provider not in VENDORS:
         return {"provider": provider, "findings": [finding("ok", f"{provider} is built in")]}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *("-m", "roost.adapters.doctor", "--json", "--provider", provider),
+        *python_module("roost.adapters.doctor", "--json", "--provider", provider),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,

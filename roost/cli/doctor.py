@@ -22,6 +22,7 @@ from typing import Any
 import click
 
 from roost.broker.errors import RoostError
+from roost.broker.interpreter import python_module
 from roost.cli.context import Ctx, reader
 from roost.cli.output import emit_json
 from roost.config import VENDORS, load
@@ -126,7 +127,7 @@ def check_providers(
 
 def probe_here() -> list[dict[str, Any]]:
     """Each provider checked by ``roost.adapters.doctor`` in a child process, all at once."""
-    argv = [sys.executable, "-m", "roost.adapters.doctor", "--json", "--provider"]
+    argv = python_module("roost.adapters.doctor", "--json", "--provider")
     procs = [
         subprocess.Popen(
             [*argv, p], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL

@@ -7,12 +7,12 @@ it locally by that directory or over the network with ``--hub``.
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any
 
 import click
 
+from roost.broker.interpreter import python_module
 from roost.broker.locate import private_dir, read_node_info
 from roost.cli.context import Ctx, reader
 from roost.cli.node import STOP_TIMEOUT, _alive, launch_detached, run_in_foreground
@@ -41,7 +41,7 @@ def up(ctx: Ctx, listen: str, events_port: int | None, foreground: bool) -> None
     """Start the hub in the background; returns once it serves. --foreground runs it in this
     process instead (systemd's Type=notify: it says READY=1 once it serves)."""
     state_dir = private_dir(ctx.state_dir)
-    argv = [sys.executable, "-m", "roost.actors.hub", "--state-dir", str(state_dir)]
+    argv = python_module("roost.actors.hub", "--state-dir", str(state_dir))
     if events_port is not None:
         argv += ["--events-port", str(events_port)]
     if foreground:

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from roost.broker.errors import RoostError
+from roost.broker.interpreter import python_module
 from roost.cli import service
 from roost.cli.context import Ctx, command
 from roost.cli.output import console, emit_json
@@ -20,11 +21,12 @@ from roost.cli.output import console, emit_json
 
 def this_roost() -> str:
     """The command that runs this very roost: the ``roost`` script beside this interpreter,
-    else the interpreter with ``-m roost``."""
+    else the interpreter with ``-P -m roost`` (roost.broker.interpreter: a user unit runs in
+    the user's home directory, which may hold a ``roost`` checkout)."""
     script = Path(sys.executable).with_name("roost")
     if script.is_file() and os.access(script, os.X_OK):
         return str(script)
-    return f"{sys.executable} -m roost"
+    return " ".join(python_module("roost"))
 
 
 def _run(command: list[str]) -> subprocess.CompletedProcess[str]:

@@ -15,6 +15,7 @@ import click
 
 from roost.broker.client import Client
 from roost.broker.errors import RoostError
+from roost.broker.interpreter import python_module
 from roost.broker.limits import check_limit
 from roost.broker.locate import pid_alive, private_dir, read_node_info
 from roost.broker.policy import check_node_id
@@ -220,7 +221,7 @@ def up(
         return
     state_dir = private_dir(ctx.state_dir)
     logs = private_dir(state_dir / "logs")
-    argv = [sys.executable, "-m", "roost.actors.node", "--state-dir", str(state_dir)]
+    argv = python_module("roost.actors.node", "--state-dir", str(state_dir))
     if node_id:
         argv += ["--node-id", node_id]
     if listen:
@@ -315,7 +316,7 @@ def repair(ctx: Ctx, node_id: str | None) -> None:
     stopped."""
     if node_id:
         check_node_id(node_id)
-    argv = [sys.executable, "-m", "roost.actors.state.repair", "--state-dir", str(ctx.state_dir)]
+    argv = python_module("roost.actors.state.repair", "--state-dir", str(ctx.state_dir))
     proc = subprocess.run(
         [*argv, *(["--node-id", node_id] if node_id else [])],
         stdin=subprocess.DEVNULL,

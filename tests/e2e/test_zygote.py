@@ -16,7 +16,7 @@ import psutil
 import roost
 from tests.e2e.conftest import Node, alive, sigkill, wait_for
 
-ZYGOTE_ARGV = ["-m", "roost.actors.supervisor", "--zygote"]
+ZYGOTE_ARGV = ["-P", "-m", "roost.actors.supervisor", "--zygote"]
 
 
 def log_events(node: Node) -> list[dict[str, Any]]:

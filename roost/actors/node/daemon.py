@@ -41,6 +41,7 @@ from roost.actors.state import db
 from roost.adapters.settings import binary
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError, write_refused
+from roost.broker.interpreter import python_module
 from roost.broker.keys import node_keys
 from roost.broker.limits import check_limit
 from roost.broker.locate import (
@@ -117,20 +118,19 @@ class Daemon:
         """The state store (with the retention limit, when given) and the adapter host."""
         env = {**os.environ, ACTOR_TOKEN_ENV: self.actor_token}
         env.pop("ROOST_TOKEN", None)
-        py = [sys.executable, "-m"]
         common = ["--state-dir", str(self.state_dir), "--endpoint", self.router_ep]
         keep = [] if retain_events is None else ["--retain-events", str(retain_events)]
         return [
             Child(
                 "state",
-                [*py, "roost.actors.state", *common, "--node-id", self.node_id, *keep],
+                python_module("roost.actors.state", *common, "--node-id", self.node_id, *keep),
                 env,
                 on_exit=lambda: self._exited("state"),
                 first_only=["--checked"],  # main() has just checked the database
             ),
             Child(
                 "adapters",
-                [*py, "roost.actors.adapters", *common],
+                python_module("roost.actors.adapters", *common),
                 env,
                 on_exit=lambda: self._exited("adapter/"),
             ),

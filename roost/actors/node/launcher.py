@@ -23,6 +23,7 @@ import structlog
 
 from roost.actors.node.zygote import InDoubt, Unavailable, Zygote
 from roost.actors.supervisor.terminal import write_private
+from roost.broker.interpreter import python_module
 
 log = structlog.get_logger("roost.launcher")
 
@@ -78,7 +79,7 @@ class Launcher:
         else:
             kwargs["start_new_session"] = True
         proc = subprocess.Popen(
-            [sys.executable, "-m", "roost.actors.supervisor", "--spec", str(path)], **kwargs
+            python_module("roost.actors.supervisor", "--spec", str(path)), **kwargs
         )
         self._children.append(proc)
         return proc.pid

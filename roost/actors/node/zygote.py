@@ -29,10 +29,11 @@ from typing import Any
 import structlog
 
 from roost.actors.runtime.children import RestartPolicy, decide, wait_or_kill
+from roost.broker.interpreter import python_module
 
 log = structlog.get_logger("roost.zygote")
 
-ARGV = (sys.executable, "-m", "roost.actors.supervisor", "--zygote")
+ARGV = tuple(python_module("roost.actors.supervisor", "--zygote"))
 ENABLE_ENV = "ROOST_ZYGOTE"  # "0": every supervisor gets an interpreter of its own
 READY_TIMEOUT_S = 10.0  # its imports, on a loaded machine
 REPLY_TIMEOUT_S = 10.0  # a fork
