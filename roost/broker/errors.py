@@ -63,6 +63,13 @@ CODES: dict[str, str] = {
     "config-invalid": "the configuration file has an unknown key or a value of the wrong type",
 }
 
+# The state store answered but could not write (its disk is full or failing): nothing of the
+# request was committed.
+REFUSED = frozenset({"storage-full", "storage-failed"})
+# Worth trying again, never a reason to drop what was accepted: the node or its state store is
+# away, or its disk is full or failing.
+TRANSIENT = frozenset({"unavailable", "unreachable", "timeout", "not-initialized"}) | REFUSED
+
 
 class RoostError(Exception):
     """A failure with a stable ``code``; what a client receives as an ``error`` reply."""

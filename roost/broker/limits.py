@@ -25,12 +25,16 @@ MAX_ARRAY = 10_000
 MAX_MAP = 1_000
 MAX_DEPTH = 32
 MAX_FRAMES = 4
+# Typed input accepted for a pty session and not yet read by its agent: past this the node
+# accepts no more (`agent-not-reading`) until the agent reads.
+INPUT_PENDING_MAX = 256 * 1024
 
 __all__ = [
     "BODY_LIMIT",
     "DEFAULT_LIMIT",
     "HARD_FRAME_LIMIT",
     "HEADER_LIMIT",
+    "INPUT_PENDING_MAX",
     "MAX_ARRAY",
     "MAX_BIN",
     "MAX_DEPTH",

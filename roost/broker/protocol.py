@@ -38,8 +38,10 @@ SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
 # given another type or meaning, a new field the node needs from every supervisor, a request a
 # supervisor must serve. An optional field either side may ignore does not bump it. Version 1 is
 # every supervisor that sends no version (all before this constant); 2 adds ``roost`` and ``wire``
-# to the hello's meta and to ``node.session.attach``.
-SUPERVISOR_WIRE = 2
+# to the hello's meta and to ``node.session.attach``; 3: the node commits every input and turn
+# (the supervisor serves ``session.type`` and ``session.run`` and no longer ``session.prompt``,
+# ``session.input``, ``session.key`` or ``session.turn``), its gate says ``state``.
+SUPERVISOR_WIRE = 3
 SUPERVISOR_WIRES_SERVED: tuple[int, ...] = (SUPERVISOR_WIRE - 1, SUPERVISOR_WIRE)
 
 # Message kinds.

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import pytest
 
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
@@ -374,19 +373,11 @@ def test_the_node_lease_guards_node_wide_mutations(node: Node, tmp_path: Path) -
     assert node.run("node", "stop")["stopped"]
 
 
-@pytest.mark.parametrize(
-    "held",
-    [
-        "state",
-        "adapters",
-    ],
-)
-def test_node_stop_is_refused_busy_while_a_turn_is_being_accepted(node: Node, held: str) -> None:
-    """``held`` is the child actor stopped (SIGSTOP) so the turn stays in acceptance (held
-    adapters: a session whose turns ask the adapter host, having no plan for any text)."""
+def test_node_stop_is_refused_busy_while_a_turn_is_being_accepted(node: Node) -> None:
+    """The state store is stopped (SIGSTOP) so the turn stays in acceptance."""
+    held = "state"
     status = node.up()
-    env = ["--env", "ROOST_ECHO_PROMPT_ATTACHED=1"] if held == "adapters" else []
-    rid = node.run("spawn", "echo", "--mode", "stream", *env)["record"]["id"]
+    rid = node.run("spawn", "echo", "--mode", "stream")["record"]["id"]
     pid = status["actors"][held]["pid"]
     os.kill(pid, signal.SIGSTOP)
     client = _roost(node, "turn", rid, "x", "--op", f"held-{held}", "--json")
@@ -418,6 +409,27 @@ def test_node_stop_is_refused_busy_while_a_turn_is_being_accepted(node: Node, he
     # accepted, the turn no longer holds the node
     assert node.run("node", "status")["busy"] is False
     assert node.run("node", "stop")["stopped"]
+
+
+def test_a_turn_is_accepted_while_the_adapter_host_is_stopped(node: Node) -> None:
+    """Accepting a turn asks nothing of the adapter host (the node commits it): with the host
+    stopped and no plan asked ahead for the session's turns, the turn is accepted at once, and
+    runs once the host answers its command."""
+    status = node.up()
+    env = ["--env", "ROOST_ECHO_PROMPT_ATTACHED=1"]  # no plan for any text: asked at the turn
+    rid = node.run("spawn", "echo", "--mode", "stream", *env)["record"]["id"]
+    wait_for(lambda: node.run("node", "status")["inputs"]["gates_open"] == 1, 10, "the gate")
+    host = status["actors"]["adapters"]["pid"]
+    os.kill(host, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        accepted = node.run("turn", rid, "x", "--op", "held-adapters")
+        assert accepted["accepted"] is True and time.monotonic() - started < 5
+    finally:
+        os.kill(host, signal.SIGCONT)
+    done = node.run("turn", rid, "--wait")
+    assert done["turn"]["id"] == accepted["turn"] and done["turn"]["state"] == "completed", done
+    assert node.run("turn", rid, "x", "--op", "held-adapters")["duplicate"] is True
 
 
 def test_node_stop_leaves_live_sessions_unless_asked(node: Node) -> None:

@@ -182,39 +182,26 @@ def _running_turns(db: Path) -> list[str]:
 
 
 def test_a_turn_begin_that_timed_out_but_was_committed_still_ends(node: Node) -> None:
-    """Finding 1: the adapter host stalls the turn, then the state store stalls past the
-    supervisor's deadline on ``state.turn.begin`` and resumes: the store commits the turn late.
-    The turn must end, its op reach ``terminal``, and a retry with the op answer that outcome."""
+    """The state store stalls past the node's deadline on ``state.turn.begin`` and resumes: the
+    store commits the turn late. The turn must end, its op reach ``terminal``, and a retry with
+    the op answer that outcome."""
     status = node.up()
-    rec = node.run(  # (its turns ask the adapter host: no plan for any text)
-        "spawn", "echo", "--name", "s", "--mode", "stream", "--env", "ROOST_ECHO_PROMPT_ATTACHED=1"
-    )["record"]
-    directory = node.state_dir / "sessions" / rec["id"]
-    store, adapters = status["actors"]["state"]["pid"], status["actors"]["adapters"]["pid"]
-    with node.client() as watcher, stopped(adapters):
-        client = _roost(node, "turn", "s", "late commit", "--op", "F1")
-        try:
-            # the node has looked the op up and forwarded the turn: the supervisor accepts it,
-            # waiting for the adapter (asked in-process: its 10-s deadline must not pass first)
-            wait_for(
-                lambda: _accepting(watcher, rec["id"]),
-                20,
-                "the supervisor to be accepting the turn",
-            )
-            os.kill(store, signal.SIGSTOP)
-        except BaseException:
-            client.kill()
-            client.communicate(timeout=10)
-            raise
+    rec = node.run("spawn", "echo", "--name", "s", "--mode", "stream")["record"]
+    store = status["actors"]["state"]["pid"]
+    wait_for(lambda: node.run("node", "status")["inputs"]["gates_open"] == 1, 10, "the gate")
+    node_log = node.state_dir / "logs" / "node.log"
+    os.kill(store, signal.SIGSTOP)
+    client = _roost(node, "turn", "s", "late commit", "--op", "F1")
     try:
         wait_for(
-            lambda: log_has(directory / "supervisor.log", "turn-begin-unanswered"),
+            lambda: log_has(node_log, "turn-begin-unanswered"),
             40,
-            "the supervisor's deadline on state.turn.begin to pass",
+            "the node's deadline on state.turn.begin to pass",
         )
     finally:
         os.kill(store, signal.SIGCONT)
         out, _ = client.communicate(timeout=60)
+    assert rec["mode"] == "stream"
     first = json.loads(out.strip().splitlines()[-1])
     assert first.get("accepted") or first["error"]["code"] in ("timeout", "unavailable"), first
 

@@ -1,14 +1,14 @@
-"""An upgrade with live sessions (issue 13): sessions started by the previous release keep running
-when the node is replaced by this one, and this node serves their supervisors.
+"""An upgrade with live sessions: sessions started by the previous release keep running when the
+node is replaced by this one, and this node serves their supervisors.
 
-The previous release is a commit of this repository (``PREVIOUS``, on main, from before the
-``actors/`` regrouping, so it also proves the regrouping kept the wire). Its ``roost`` package is
+The previous release is a commit of this repository (``PREVIOUS``, on main, the last one whose
+supervisors commit their own input: supervisor wire 2). Its ``roost`` package is
 extracted with ``git archive`` and run by the same interpreter with ``PYTHONPATH`` pointing at it
 (its dependencies are this one's; ``PYTHONSAFEPATH`` keeps a working directory that is this
 checkout out of ``sys.path``). Its node launches supervisors of its own code, which speak
-supervisor wire 1 (no version in their hello or attach); after ``node stop`` (old CLI) and ``node
-up`` (this code) they re-attach, same pids, and answer prompts and turns in their own
-conversations; a stop and a resume then starts a supervisor of this code (wire 2).
+supervisor wire 2; after ``node stop`` (old CLI) and ``node up`` (this code) they re-attach, same
+pids, and answer prompts and turns in their own conversations (this node forwards their input, as
+they commit it themselves); a stop and a resume then starts a supervisor of this code.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from roost.broker import protocol as p
 from tests.e2e.conftest import Node, alive, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-PREVIOUS = "00378cf4b622d6539006cf509ef9ee0bd629b480"  # main, before the actors/ regrouping
+PREVIOUS = "c6bda6a0e86a361bf1c5233c09b1a1c806c540b5"  # main, the last release of wire 2
+PREVIOUS_WIRE = {"roost": "0.1.0", "wire": 2}
 
 
 def previous_release(dest: Path) -> Path:
@@ -81,7 +82,7 @@ def test_sessions_of_the_previous_release_survive_an_upgrade(node: Node, tmp_pat
         for pid in (pty_pid, stream_pid):  # their supervisors too
             assert pythonpath(pid) == str(code)
             assert "roost.actors.supervisor" in psutil.Process(pid).cmdline()
-        assert "supervisor" not in pty["active"]  # an old node records no version
+        assert pty["active"]["supervisor"] == PREVIOUS_WIRE
         old.run("prompt", "before", "said before the upgrade")
         node.wait_screen("before", "echo: said before the upgrade")
         first = old.run("turn", "turns", "first turn", "--wait")["turn"]
@@ -94,17 +95,16 @@ def test_sessions_of_the_previous_release_survive_an_upgrade(node: Node, tmp_pat
 
         node.up()  # this release, no PYTHONPATH
         assert pythonpath(node.pid()) != str(code)
-        previous = {"roost": None, "wire": 1}  # what a supervisor that sends no version is
         wait_for(
-            lambda: all(supervisor_of(node, rec["id"]) == previous for rec in (pty, stream)),
-            what="both supervisors re-attached as wire 1",
+            lambda: all(supervisor_of(node, rec["id"]) == PREVIOUS_WIRE for rec in (pty, stream)),
+            what="both supervisors re-attached as wire 2",
         )
         for rec, pid in ((pty, pty_pid), (stream, stream_pid)):
             now = node.record(rec["id"])
             assert now["active"]["pid"] == pid and now["state"] == "live", now
             assert now["attention"] is None
         actors = node.run("node", "status")["actors"]
-        assert actors[f"session/{pty['id']}"]["wire"] == 1, actors
+        assert actors[f"session/{pty['id']}"]["wire"] == 2, actors
 
         node.run("prompt", "before", "said after the upgrade")
         screen = node.wait_screen("before", "echo: said after the upgrade")
@@ -128,6 +128,6 @@ def test_sessions_of_the_previous_release_survive_an_upgrade(node: Node, tmp_pat
         node.wait_screen("before", "echo: said to the new supervisor")
         actors = node.run("node", "status")["actors"]
         assert actors[f"session/{pty['id']}"]["wire"] == p.SUPERVISOR_WIRE
-        assert actors[f"session/{stream['id']}"]["wire"] == 1
+        assert actors[f"session/{stream['id']}"]["wire"] == 2
     finally:
         node.kill_all()

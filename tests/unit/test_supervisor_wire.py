@@ -76,7 +76,10 @@ def attach(wire: Any = None, release: str | None = None) -> dict[str, Any]:
 
 def test_the_node_serves_this_wire_and_the_one_before() -> None:
     assert p.SUPERVISOR_WIRES_SERVED == (p.SUPERVISOR_WIRE - 1, p.SUPERVISOR_WIRE)
-    assert supervisor_version(attach()) == ({"roost": None, "wire": 1}, None)  # no version: 1
+    no_version = supervisor_version(attach())  # a supervisor that says no version is wire 1
+    assert no_version == ({"roost": None, "wire": 1}, OUTDATED)  # served no more since wire 3
+    previous = attach(p.SUPERVISOR_WIRE - 1, "0.1.0")
+    assert supervisor_version(previous) == ({"roost": "0.1.0", "wire": 2}, None)
     current = attach(p.SUPERVISOR_WIRE, "9.9")
     assert supervisor_version(current) == ({"roost": "9.9", "wire": p.SUPERVISOR_WIRE}, None)
     assert supervisor_version(attach(p.SUPERVISOR_WIRE - 2))[1] == OUTDATED
@@ -88,10 +91,11 @@ def test_the_node_serves_this_wire_and_the_one_before() -> None:
 def test_a_served_reattach_records_the_version_and_leaves_the_state() -> None:
     sessions = FakeSessions(live_record())
     reports = Reports(sessions)  # type: ignore[arg-type]
-    assert asyncio.run(reports.on_attach(attach())) == {"ok": True}
+    previous = attach(p.SUPERVISOR_WIRE - 1, "0.1.0")
+    assert asyncio.run(reports.on_attach(previous)) == {"ok": True}
     assert sessions.record.state == r.LIVE and sessions.record.attention is None
     assert sessions.record.active is not None
-    assert sessions.record.active["supervisor"] == {"roost": None, "wire": 1}
+    assert sessions.record.active["supervisor"] == {"roost": "0.1.0", "wire": 2}
     assert sessions.record.active["pid"] == 10
     assert sessions.events == []  # nothing to tell the operator
 

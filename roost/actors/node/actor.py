@@ -68,6 +68,14 @@ class NodeActor:
         self.sweep = Sweep(sessions, registered)
         peer.on_notify = self._on_notify
         self.inputs = Inputs(peer, sessions)
+        follow = sessions.records.listener  # the sweep's (pidfds), then the inputs'
+
+        def listener(record: Record) -> None:
+            if follow is not None:
+                follow(record)
+            self.inputs.follow(record)
+
+        sessions.records.listener = listener
         reports = Reports(sessions)
         handlers: dict[str, Handler] = {
             "node.status": self.status,
@@ -389,12 +397,14 @@ class NodeActor:
                 record, h.method, body, generation=active["generation"], op=h.op
             )
 
-        if h.method in COMMITTED_HERE:  # committed here while the supervisor's gate is open
+        if h.method in COMMITTED_HERE:  # checked and committed here, executed by the supervisor
             reply = await self.inputs.accept(record, active, h, body, forward)
         else:
             reply = await forward()
         if h.method == "session.resize":  # the next launch (resume) uses the size last asked for
             await self.sessions.update(record, {"rows": reply["rows"], "cols": reply["cols"]})
+        if reply.get("duplicate"):  # the first operation's outcome, its record named by Control
+            return reply
         return {**reply, "record": record.id, "generation": record.generation}
 
     async def call_session(

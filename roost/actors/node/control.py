@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from roost.actors.node.claims import DEFAULT_LEASE_MS, NODE, Claims
+from roost.actors.node.inputs import COMMITTED_HERE
 from roost.actors.node.sessions import Sessions
 from roost.actors.runtime.keyed import KeyedLocks
 from roost.actors.runtime.peer import Handler, Peer
@@ -26,10 +27,6 @@ from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 
-# Forwarded methods whose operation the supervisor commits with the input event.
-COMMITTED_BY_SUPERVISOR = frozenset(
-    {"session.prompt", "session.input", "session.key", "session.turn"}
-)
 TURN_POLL_S = 1.0  # turn.wait looks again this often even with no turn event seen
 TURN_TOPIC = "/session.turn"  # the state store's event topic of a turn's end: e/<record>/...
 # Node-wide mutations: while another client holds the node's controller lease they need its grant.
@@ -39,13 +36,17 @@ log = structlog.get_logger("roost.control")
 
 
 def first_outcome(seen: dict[str, Any]) -> dict[str, Any]:
-    """What a repeated operation id answers: the first outcome, marked as a duplicate."""
+    """What a repeated operation id answers, whatever record or text the repeat names: the first
+    outcome, marked as a duplicate, with the first operation's method and record."""
     result = dict(seen["result"] or {})
-    if seen["method"] in COMMITTED_BY_SUPERVISOR:
+    if seen["method"] in COMMITTED_HERE:
         result["accepted"] = True
         if result.get("seqs") and "seq" not in result:
             result["seq"] = result["seqs"][0]
-    return {**result, "duplicate": True, "op": {"id": seen["id"], "state": seen["state"]}}
+        if seen.get("record"):
+            result["record"] = seen["record"]
+    op = {"id": seen["id"], "state": seen["state"], "method": seen["method"]}
+    return {**result, "duplicate": True, "op": {**op, "record": seen.get("record")}}
 
 
 class Control:
@@ -75,7 +76,7 @@ class Control:
     def mutating(self, handler: Handler) -> Handler:
         async def wrapped(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
             # counted from the first moment, before any call that may wait on the state store
-            counted = h.method in COMMITTED_BY_SUPERVISOR
+            counted = h.method in COMMITTED_HERE
             self.accepting += counted
             try:
                 return await self._mutate(handler, h, body)
@@ -85,20 +86,31 @@ class Control:
         return wrapped
 
     async def _mutate(self, handler: Handler, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        record_id = None
+        if h.op and len(h.op) > 128:
+            raise RoostError(
+                "bad-request", "an operation id is at most 128 characters", {"field": "op"}
+            )
+        if not h.op:
+            await self._admitted(h, body)
+            return await handler(h, body)
+        async with self._op_locks.hold(h.op):
+            try:
+                record_id = await self._admitted(h, body)
+            except RoostError as err:
+                # a repeat of an operation that forgot its record: the first outcome
+                if err.code != "not-found" or (seen := await self._seen(h.op)) is None:
+                    raise
+                return first_outcome(seen)
+            return await self._once(handler, h, body, record_id)
+
+    async def _admitted(self, h: p.Header, body: dict[str, Any]) -> str | None:
+        """The claims admit the request (the node's, or its record's); the record's id."""
         ref = body.get("id")
         if h.method in NODE_WIDE:
             self.claims.check(NODE, h.grant)
         elif isinstance(ref, str) and ref:
-            record_id = await self._claimed(ref, h.grant)
-        if not h.op:
-            return await handler(h, body)
-        if len(h.op) > 128:
-            raise RoostError(
-                "bad-request", "an operation id is at most 128 characters", {"field": "op"}
-            )
-        async with self._op_locks.hold(h.op):
-            return await self._once(handler, h, body, record_id)
+            return await self._claimed(ref, h.grant)
+        return None
 
     async def _claimed(self, ref: str, grant: str) -> str:
         """The id of the record ``ref`` names, once its claims admit ``grant``; a grant that has
@@ -116,7 +128,7 @@ class Control:
         self, handler: Handler, h: p.Header, body: dict[str, Any], record_id: str | None
     ) -> dict[str, Any]:
         """Run ``handler`` unless the operation id was seen; then remember its outcome."""
-        if h.method in COMMITTED_BY_SUPERVISOR:
+        if h.method in COMMITTED_HERE:
             return await self._committed(handler, h, body)
         seen = await self._seen(h.op)
         if seen is not None:

@@ -1,24 +1,32 @@
-"""Input the node commits itself: ``session.prompt``, ``session.input`` and ``session.key``.
+"""The one committer of input and turns: ``session.prompt``, ``session.input``, ``session.key`` and
+``session.turn``.
 
-While a supervisor's gate is open (it said so with a ``node.session.gate`` notification: no
-resume's verdict awaited, no login or API-key screen, its agent reading), the node commits the
-input's ``session.input`` event and its operation in one state-store transaction, answers
-``accepted``, and hands the input to the supervisor to type (``session.type`` with the event's
-seq). The accepted prompt's path is then the client, the node and one commit. Otherwise the
-request goes to the supervisor, which commits it as before (``keyboard``).
+Every input and every turn begin is checked here (the record's mode, the supervisor's gate, the
+size of what waits), committed here (its ``session.input`` event and its operation, or the turn,
+its event and its operation, in one state-store transaction, which is also where a repeated
+operation id is found), answered ``accepted``, and handed to the supervisor to execute
+(``session.type {seq, data}`` or ``session.run {turn, text}``). The supervisor types or runs what
+it is handed once, in commit order, and learns from the log what a node that died before its
+hand-over did not hand over (its catch-up). The node commits because it is where every request
+arrives and where the claims, the operation ids and the record are: the accepted prompt's path is
+the client, the node and one commit, and the supervisor only says what holds its input back
+(``gates``).
 
-Order: one record's inputs are taken one at a time here, by either way, and handed over in the
-order they were committed; a forwarded input waits until the node has handed over every input it
-committed before. Nothing committed is lost: a hand-over that gets no answer is repeated (the
-supervisor types a seq once) while the record is live in the same generation, and when the node
-dies before it, the supervisor's catch-up after it re-registers types it from the log.
+An operation id names one operation, the first request's. A repeat, whatever record or text it
+names, runs nothing: it answers the first outcome. The one thing a repeat does is finish its own
+operation: an input or turn whose commit was answered after its node died (a stalled store),
+which nobody handed over, is handed over to its own record's supervisor, which types or runs it
+only if it never did.
+
+Order: one record's inputs are taken one at a time and handed over in commit order; a hand-over
+that gets no answer is repeated (the supervisor types a seq once) while the record is live in
+the same generation, and dropped at once when its supervisor is known to be gone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import itertools
 import os
 from collections.abc import Awaitable, Callable
@@ -27,99 +35,69 @@ from typing import Any
 
 import structlog
 
+from roost.actors.node.commit import (
+    GroupCommit,
+    begin_body,
+    begin_turn,
+    input_body,
+    new_turn_id,
+)
+from roost.actors.node.gates import FULL_WAIT_S, HOLD_WAIT_S, Gate, Gates, refusal
 from roost.actors.node.sessions import Sessions
-from roost.actors.runtime import eager
 from roost.actors.runtime.keyed import KeyedLocks
 from roost.actors.runtime.peer import Peer
 from roost.actors.state import records as r
-from roost.actors.supervisor.keyboard import COMMIT_WAIT_S, GATE_PENDING, until_answered
-from roost.actors.supervisor.outbox import TRANSIENT
-from roost.actors.supervisor.turns import begin_body, begin_turn, new_turn_id
 from roost.adapters.base import key_names
 from roost.broker import fields as f
 from roost.broker import protocol as p
-from roost.broker.errors import RoostError
+from roost.broker.errors import TRANSIENT, RoostError
+from roost.broker.limits import INPUT_PENDING_MAX
 
 log = structlog.get_logger("roost.inputs")
 
 TYPED_METHODS = {"session.prompt": "prompt", "session.input": "input", "session.key": "key"}
 COMMITTED_HERE = frozenset({*TYPED_METHODS, "session.turn"})
-DIRECT_MAX = 64 << 10  # larger inputs go to the supervisor, which checks what waits exactly
+COMMITTING_WIRE = 3  # supervisors from this wire on commit nothing themselves
 HAND_OVER_WAIT_S = 10.0  # a hand-over unanswered this long is sent again
-IDLE_WAIT_S = 10.0  # a forwarded input waits at most this long for the hand-overs before it
 DRAIN_S = 5.0  # a stopping node waits at most this long for its hand-overs
 RETRY_S = 0.2
-REOPEN_S = 2.0  # a turn this soon after the record's last turn ended may find the gate about to
-REOPEN_WAIT_S = 0.1  # reopen (the supervisor has its end's delivery to hear first): this long
+BUSY_RETRY_S = 1.0
 
 
-GROUP_MAX = 64  # inputs in one state.events.append_each (the state store's writer batch)
+def checked(record: r.Record, method: str, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The one check of an input's or turn's request against its record: the mode, the keys,
+    the text. Returns what its event logs (``data``) and its size in bytes."""
+    if method == "session.turn":
+        if record.mode != "stream":
+            raise RoostError(
+                "bad-request", "turns need a stream-mode session; use prompt", {"field": "mode"}
+            )
+        text = f.text(body, "text")
+        return {"input": "turn", "text": text}, len(text.encode())
+    if record.mode != "pty":
+        raise RoostError(
+            "bad-request", "a stream-mode session takes turns, not typed input", {"field": "mode"}
+        )
+    kind = TYPED_METHODS[method]
+    if kind == "key":
+        keys = key_names(body)
+        return {"input": kind, "keys": keys}, len(keys) * 8
+    text = f.text(body, "text")
+    return {"input": kind, "text": text}, len(text.encode())
 
 
-class GroupCommit:
-    """The node's input commits, grouped: one ``state.events.append`` on its way at a time, and
-    what comes meanwhile goes next, together, in one ``state.events.append_each`` (one request
-    and one answer for the lot, where each was a round trip of its own). One input with
-    nothing on its way goes at once, as a plain append. Each input keeps ``commit_input``'s
-    rules: an answer refusing it means nothing was committed; no answer by the deadline may
-    mean it was, so it is repeated, same event id, until the store answers."""
+def logged(data: dict[str, Any], withhold: str) -> dict[str, Any]:
+    """What the log keeps of typed input: all of it, or, on a login or API-key screen (a token
+    pasted there), a text's length only and why (``withheld``): no secret reaches the log."""
+    if not withhold or "text" not in data:
+        return data
+    return {"input": data["input"], "length": len(data["text"]), "withheld": withhold}
 
-    def __init__(self, peer: Peer) -> None:
-        self.peer = peer
-        self._waiting: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = []
-        self._sending = False
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self.sent = 0  # requests to the state store (node.status inputs.commit_requests)
 
-    async def commit(self, body: dict[str, Any]) -> dict[str, Any]:
-        return await until_answered(lambda: self._once(body))
-
-    def _once(self, body: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._waiting.append((body, future))
-        if not self._sending:
-            self._sending = True
-            eager.start(self._send(), self._tasks)  # its request goes out before this returns
-        return future
-
-    async def _send(self) -> None:
-        try:
-            while self._waiting:
-                group, self._waiting = self._waiting[:GROUP_MAX], self._waiting[GROUP_MAX:]
-                await self._request(group)
-        finally:
-            self._sending = False
-
-    async def _request(
-        self, group: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]]
-    ) -> None:
-        self.sent += 1
-        try:
-            if len(group) == 1:
-                answers = [
-                    {
-                        "ok": await self.peer.call(
-                            "state", "state.events.append", group[0][0], timeout=COMMIT_WAIT_S
-                        )
-                    }
-                ]
-            else:
-                reply = await self.peer.call(
-                    "state",
-                    "state.events.append_each",
-                    {"items": [body for body, _ in group]},
-                    timeout=COMMIT_WAIT_S,
-                )
-                answers = reply["results"]
-        except RoostError as err:  # the whole request: each input decides (commit's loop)
-            answers = [{"error": err.to_body()}] * len(group)
-        for (_, future), answer in zip(group, answers, strict=True):
-            if future.done():
-                continue
-            if "ok" in answer:
-                future.set_result(answer["ok"])
-            else:
-                future.set_exception(RoostError.from_body(answer.get("error") or {}))
+def legacy(active: dict[str, Any]) -> bool:
+    """A supervisor of an earlier release, which commits forwarded input itself."""
+    wire = (active.get("supervisor") or {}).get("wire")
+    return not isinstance(wire, int) or wire < COMMITTING_WIRE
 
 
 @dataclass
@@ -135,20 +113,17 @@ class _Typed:
 class Inputs:
     def __init__(self, peer: Peer, sessions: Sessions) -> None:
         self.peer, self.sessions = peer, sessions
-        self.gates: dict[str, tuple[int, str]] = {}  # record -> (generation, instance) open
+        self.gates = Gates()
         self._locks = KeyedLocks()  # one input of a record at a time
         self._queues: dict[str, collections.deque[_Typed]] = {}
-        self._idle: dict[str, asyncio.Event] = {}
+        self._delivering: dict[str, asyncio.Task[None]] = {}
         self._waiting: dict[str, int] = {}  # record -> bytes committed, not handed over yet
         self._eids = itertools.count(1)
-        self._prefix = f"node:{os.urandom(6).hex()}:input:"
+        self._prefix = f"node:{os.urandom(6).hex()}:"
         self._group = GroupCommit(peer)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.committed = 0  # inputs committed here since the node started (node.status)
-        self.committing = 0  # commits of this node's awaiting the state store now
+        self.committed = 0  # inputs and turns committed since the node started (node.status)
+        self.committing = 0  # commits awaiting the state store now
         self.stopping = False
-        self._turn_ended: dict[str, float] = {}  # record -> when its last turn's end was seen
-        self._gate_heard: dict[str, asyncio.Event] = {}  # record -> set at its next gate message
 
     def status(self) -> dict[str, int]:
         """``node.status``'s ``inputs``."""
@@ -161,21 +136,19 @@ class Inputs:
         }
 
     async def drain(self, limit: float = DRAIN_S) -> int:
-        """As the node stops: shut every gate (what comes now goes to the supervisors, which
-        commit it themselves), then wait at most ``limit`` seconds for the commits under way
-        and the inputs committed here to be handed over, so that what the node accepted is
-        typed now rather than with the next node's catch-up. Returns how many are left."""
-        self.stopping = True  # no gate opens again
+        """As the node stops: accept nothing more, then wait at most ``limit`` seconds for the
+        commits under way and the hand-overs, so that what the node accepted is typed now rather
+        than with the next node's catch-up. Returns how many are left."""
+        self.stopping = True
         self.gates.clear()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
         while (self.committing or self._queues) and (left := deadline - loop.time()) > 0:
-            pending = [e for e in self._idle.values() if not e.is_set()]
-            if self.committing or not pending:  # a commit's hand-over is queued once it returns
+            tasks = list(self._delivering.values())
+            if self.committing or not tasks:  # a commit's hand-over is queued once it returns
                 await asyncio.sleep(min(RETRY_S / 4, left))
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*(e.wait() for e in pending)), left)
+            await asyncio.wait(tasks, timeout=left)
         left = self.committing + sum(len(q) for q in self._queues.values())
         if left:
             log.warning("input-hand-overs-left", left=left, why="the node stopped first")
@@ -184,53 +157,60 @@ class Inputs:
     # -- the gate ------------------------------------------------------------------------------
 
     def on_gate(self, sender: str, body: dict[str, Any]) -> None:
-        """A supervisor's ``node.session.gate``: open or closed, for its generation."""
+        """A supervisor's ``node.session.gate``."""
         record = body.get("record")
-        if not isinstance(record, str) or sender != f"session/{record}":
+        if not isinstance(record, str) or sender != f"session/{record}" or self.stopping:
             return
-        generation, instance = body.get("generation"), body.get("instance")
-        if (
-            body.get("gate") is True
-            and not self.stopping
-            and isinstance(generation, int)
-            and isinstance(instance, str)
-        ):
-            self.gates[record] = (generation, instance)
-        else:
-            self.gates.pop(record, None)
-        if (heard := self._gate_heard.pop(record, None)) is not None:
-            heard.set()
-
-    def turn_ended(self, record_id: str) -> None:
-        """The state store published a turn's end for the record (``session.turn``)."""
-        self._turn_ended[record_id] = asyncio.get_running_loop().time()
-
-    async def _reopening(self, record_id: str) -> None:
-        """A turn sent the moment the one before it ended (``session.turn.wait`` answers when
-        the end is committed) can come before the supervisor has heard that its delivery of the
-        end went through and reopened its gate: wait a moment for its next gate message rather
-        than take the slower way through the supervisor."""
-        ended = self._turn_ended.pop(record_id, None)
-        loop = asyncio.get_running_loop()
-        if ended is None or record_id in self.gates or loop.time() - ended > REOPEN_S:
-            return
-        heard = self._gate_heard.setdefault(record_id, asyncio.Event())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(heard.wait(), REOPEN_WAIT_S)
+        self.gates.put(record, Gate.parse(body))
 
     def closed(self, record_id: str) -> None:
-        """The supervisor re-registered (or left): its gate is shut until it says otherwise."""
-        self.gates.pop(record_id, None)
-        self._turn_ended.pop(record_id, None)
+        """The supervisor re-registered (or left): its gate holds until it says otherwise."""
+        self.gates.put(record_id, None)
 
-    def _open(self, record: r.Record, active: dict[str, Any], size: int) -> bool:
-        gate = self.gates.get(record.id)
-        if gate is None:
-            return False
-        if gate != (active.get("generation"), active.get("instance")):
-            del self.gates[record.id]  # an earlier supervisor's: it will not open again
-            return False
-        return size <= DIRECT_MAX and self._waiting.get(record.id, 0) + size <= GATE_PENDING
+    def turn_ended(self, record_id: str) -> None:
+        """The state store published a turn's end for the record: the supervisor will open its
+        gate once its delivery is done; a turn sent meanwhile waits for that, not ``busy``."""
+        gate = self.gates.get_any(record_id)
+        if gate is not None and gate.state == "busy":
+            self.gates.put(record_id, Gate(gate.generation, gate.instance, "hold", "delivery"))
+
+    def follow(self, record: r.Record) -> None:
+        """A record as the node now knows it: once it is no longer live in the generation and
+        instance its hand-overs were for (its supervisor gone, stopped or replaced), nothing more
+        is handed to that supervisor and nothing waits for its gate."""
+        active = record.active or {}
+        live = record.state in (r.LIVE, r.ATTENTION)
+        gate = self.gates.get_any(record.id)
+        if gate is not None and (not live or self.gates.get(record.id, active) is None):
+            self.gates.put(record.id, Gate(gate.generation, gate.instance, "closed"))
+        queue = self._queues.get(record.id)
+        if queue and (not live or queue[0].generation != active.get("generation")):
+            task = self._delivering.get(record.id)
+            if task is not None:
+                log.warning("input-not-typed", record=record.id, left=len(queue), why="gone")
+                task.cancel()
+
+    async def _open(self, record: r.Record, active: dict[str, Any], size: int) -> Gate:
+        """The record's gate once it is open for input of ``size`` bytes; waits (bounded) while
+        it holds, refuses when it will not open."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while True:
+            if self.stopping:
+                raise RoostError("unavailable", "the node is stopping; nothing was accepted")
+            gate = self.gates.get(record.id, active)
+            full = size and self._waiting.get(record.id, 0) >= INPUT_PENDING_MAX
+            if gate is not None and gate.state == "open" and not full:
+                return gate
+            if gate is not None and gate.state in ("busy", "refused", "closed"):
+                raise refusal(gate, record.id)
+            wait = FULL_WAIT_S if full or (gate and gate.state == "full") else HOLD_WAIT_S
+            left = started + wait - loop.time()
+            if left <= 0:
+                if full:
+                    gate = Gate(int(active["generation"]), str(active["instance"]), "full")
+                raise refusal(gate, record.id)
+            await self.gates.changed(record.id, min(left, RETRY_S * 5))
 
     # -- accepting -----------------------------------------------------------------------------
 
@@ -242,69 +222,44 @@ class Inputs:
         body: dict[str, Any],
         forward: Callable[[], Awaitable[dict[str, Any]]],
     ) -> dict[str, Any]:
-        """Commit the input here when the gate is open, else ``forward`` it; one at a time."""
-        if h.method == "session.turn":
-            await self._reopening(record.id)
-            return await self._one_at_a_time(
-                record.id,
-                lambda: self._open(record, active, 0),
-                lambda: self._begin(record, active, h, f.text(body, "text")),
-                forward,
-            )
-        kind = TYPED_METHODS[h.method]
-        if kind == "key":
-            data: dict[str, Any] = {"input": kind, "keys": key_names(body)}
-            size = len(data["keys"]) * 8
-        else:
-            text = f.text(body, "text")
-            data, size = {"input": kind, "text": text}, len(text.encode())
-        return await self._one_at_a_time(
-            record.id,
-            lambda: self._open(record, active, size),
-            lambda: self._commit(record, active, h, data, size),
-            forward,
-        )
-
-    async def _one_at_a_time(
-        self,
-        record_id: str,
-        is_open: Callable[[], bool],
-        commit: Callable[[], Awaitable[dict[str, Any]]],
-        forward: Callable[[], Awaitable[dict[str, Any]]],
-    ) -> dict[str, Any]:
-        async with self._locks.hold(record_id):
-            if is_open():
-                return await commit()
-            await self._handed_over(record_id)
+        """Check, commit and hand over one input or turn; one of a record's at a time. A
+        supervisor of an earlier release is forwarded the request and commits it itself."""
+        data, size = checked(record, h.method, body)
+        if legacy(active):
             return await forward()
+        async with self._locks.hold(record.id):
+            gate = await self._open(record, active, size if h.method != "session.turn" else 0)
+            if h.method == "session.turn":
+                return await self._begin(record, active, gate, h, data["text"])
+            return await self._commit(record, active, gate, h, data, size)
+
+    def _eid(self, kind: str) -> str:
+        return f"{self._prefix}{kind}:{next(self._eids)}"
 
     async def _commit(
-        self, record: r.Record, active: dict[str, Any], h: p.Header, data: dict[str, Any], size: int
+        self,
+        record: r.Record,
+        active: dict[str, Any],
+        gate: Gate,
+        h: p.Header,
+        data: dict[str, Any],
+        size: int,
     ) -> dict[str, Any]:
         generation = int(active["generation"])
-        body: dict[str, Any] = {
-            "events": [
-                {
-                    "kind": "session.input",
-                    "record": record.id,
-                    "generation": generation,
-                    "data": data,
-                    "eid": f"{self._prefix}{next(self._eids)}",
-                }
-            ]
-        }
-        if h.op:
-            body["op"] = {"id": h.op, "method": h.method, "record": record.id}
+        body = input_body(
+            record.id, generation, logged(data, gate.withhold), self._eid("input"), h.op, h.method
+        )
         self.committing += 1
         try:
             committed = await self._group.commit(body)
         finally:
             self.committing -= 1
         seq = (committed.get("seqs") or [None])[0]
-        if committed.get("duplicate"):  # the op as first stored: the node answers with it
-            if isinstance(seq, int):  # typed unless it was (a commit no one could hand over)
+        if committed.get("duplicate"):
+            first = committed.get("op") or {}
+            if isinstance(seq, int) and first.get("record") == record.id:
                 self._hand_over(record.id, _Typed(generation, "session.type", {"seq": seq}, 0))
-            return {"accepted": True, "duplicate": True, "seq": seq, "op": committed.get("op")}
+            return {"accepted": True, "duplicate": True, "seq": seq, "op": first}
         assert isinstance(seq, int)
         self.committed += 1
         typed = _Typed(generation, "session.type", {"seq": seq, "data": data}, size)
@@ -312,26 +267,31 @@ class Inputs:
         return {"accepted": True, "seq": seq}
 
     async def _begin(
-        self, record: r.Record, active: dict[str, Any], h: p.Header, text: str
+        self, record: r.Record, active: dict[str, Any], gate: Gate, h: p.Header, text: str
     ) -> dict[str, Any]:
-        """A stream-mode turn: begun here (turn, its event and operation in one transaction),
-        then handed over to run. The gate shuts at once: one turn at a time."""
-        self.gates.pop(record.id, None)
+        """A stream-mode turn: begun (the turn, its event and its operation in one transaction),
+        then handed over to run. The gate is busy from now on: one turn at a time."""
         generation, turn_id = int(active["generation"]), new_turn_id()
-        body = begin_body(record.id, generation, str(active["instance"]), turn_id, text, h.op)
+        self.gates.put(record.id, Gate(gate.generation, gate.instance, "busy", turn=turn_id))
+        body = begin_body(record.id, generation, self._eid(f"turn:{turn_id}"), turn_id, text, h.op)
         self.committing += 1
         try:
             accepted = await begin_turn(self.peer, body)
+        except BaseException:
+            self.gates.put(record.id, gate)  # nothing was begun
+            raise
         finally:
             self.committing -= 1
         if accepted.get("duplicate"):
-            first = (accepted.get("op") or {}).get("result") or {}
-            if isinstance(first.get("turn"), str):  # run unless it ran (as for typed input)
-                again = _Typed(generation, "session.run", {"turn": first["turn"]}, 0)
-                self._hand_over(record.id, again)
+            self.gates.put(record.id, gate)  # nothing was begun
+            first = accepted.get("op") or {}
+            turn = (first.get("result") or {}).get("turn")
+            if isinstance(turn, str) and first.get("record") == record.id:
+                self._hand_over(record.id, _Typed(generation, "session.run", {"turn": turn}, 0))
             return {"accepted": True, "duplicate": True, **accepted}
         reply = {"accepted": True, "turn": turn_id, "seq": accepted.get("seq")}
         if accepted.get("state", "running") != "running":
+            self.gates.put(record.id, gate)
             return reply  # committed by an attempt whose reply was lost, and ended since
         self.committed += 1
         run = _Typed(generation, "session.run", {"turn": turn_id, "text": text}, 0)
@@ -347,20 +307,8 @@ class Inputs:
             queue.append(typed)
             return
         self._queues[record_id] = collections.deque([typed])
-        self._idle.setdefault(record_id, asyncio.Event()).clear()
         task = asyncio.get_running_loop().create_task(self._deliver(record_id))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _handed_over(self, record_id: str) -> None:
-        """Until every input committed here for the record has been handed over (bounded)."""
-        idle = self._idle.get(record_id)
-        if idle is None or record_id not in self._queues:
-            return
-        try:
-            await asyncio.wait_for(idle.wait(), IDLE_WAIT_S)
-        except TimeoutError:
-            log.warning("input-hand-over-slow", record=record_id)
+        self._delivering[record_id] = task
 
     async def _deliver(self, record_id: str) -> None:
         queue = self._queues[record_id]
@@ -373,7 +321,7 @@ class Inputs:
         finally:
             self._queues.pop(record_id, None)
             self._waiting.pop(record_id, None)
-            self._idle.pop(record_id, asyncio.Event()).set()
+            self._delivering.pop(record_id, None)
 
     async def _type(self, record_id: str, typed: _Typed) -> bool:
         """Hand one input over; True once it is typed, or can never be (the generation ended)."""
@@ -387,10 +335,11 @@ class Inputs:
             )
             return True
         except RoostError as err:
-            if err.code in (*TRANSIENT, "timeout", "unreachable") and await self._same_life(
-                record_id, typed.generation
-            ):
-                await asyncio.sleep(RETRY_S)
+            # busy: a turn handed over while the one before still runs (the gate as the node
+            # saw it was older than the supervisor's): it runs after that one
+            again = err.code in TRANSIENT or (err.code == "busy" and typed.method == "session.run")
+            if again and await self._same_life(record_id, typed.generation):
+                await asyncio.sleep(RETRY_S if err.code in TRANSIENT else BUSY_RETRY_S)
                 return False
             log.warning("input-not-typed", record=record_id, method=typed.method, code=err.code)
             return True

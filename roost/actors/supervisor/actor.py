@@ -82,7 +82,6 @@ class Supervisor:
                 "session.screen": self.on_screen,
                 "session.stop": self.on_stop,
                 "session.transcript": self.on_transcript,
-                "session.turn": self.on_turn,
                 "session.run": self.on_run,
             }
         )
@@ -148,8 +147,8 @@ class Supervisor:
         await self._finish()
 
     async def _finish(self) -> None:
-        """Leave once the node has everything (however long it is away), a turn whose begin
-        the state store has not answered yet included."""
+        """Leave once the node has everything (however long it is away), the end of a turn
+        whose command was still being asked included."""
         if self.turns is not None:
             await self.turns.settled()
         while not await self.outbox.drained(60.0):
@@ -255,22 +254,6 @@ class Supervisor:
             )
         return self.agent
 
-    async def on_turn(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        self._fence(header)
-        if self.turns is None:
-            raise RoostError(
-                "bad-request", "turns need a stream-mode session; use prompt", {"field": "mode"}
-            )
-        await self.keyboard.until_caught_up()  # a turn a dying node began runs first
-        try:
-            reply = await self.turns.start(f.text(body, "text"), header.op)
-            first = (reply.get("op") or {}).get("result") or {}
-            if reply.get("duplicate") and isinstance(first.get("turn"), str):
-                await self.turns.adopt(first["turn"], self.generation)  # a node's, never run
-            return reply
-        finally:
-            self.keyboard.update_gate()
-
     async def on_run(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         """A turn the node began (its gate was open): run it."""
         if header.sender != "node":
@@ -279,7 +262,6 @@ class Supervisor:
         if self.turns is None:
             raise RoostError("bad-request", "a pty session takes typed input", {"field": "mode"})
         turn = f.req_str(body, "turn", max_len=64)
-        self.keyboard.gate = False  # the node shut it as it began the turn: said again if open
         try:
             if body.get("text") is None:  # a repeated operation's turn: run it if nobody did
                 return await self.turns.adopt(turn, self.generation)
@@ -303,7 +285,7 @@ class Supervisor:
             "generation": self.generation,
             "classification": self.classification or None,
             "turn": self.turns.running if self.turns else None,
-            "accepting": self.turns.accepting if self.turns else self.keyboard.committing,
+            "accepting": self.turns.preparing if self.turns else self.keyboard.typing,
             "undelivered": self.outbox.size,
         }
 

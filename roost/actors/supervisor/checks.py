@@ -6,9 +6,9 @@
   process tree and asks ``adapter.verify_resume`` until it answers ``resumed``,
   ``attention_required``, ``retry_fresh`` or ``resume_failed``; no verdict in time is reported as
   ``attention_required`` (resume-unverified). A CLI that exits before a verdict gets one at
-  once (``resume_failed``), reported before its exit. Until the verdict, input waits
-  (``hold_input``): typed into a CLI still loading (or failing to load) the conversation, it
-  would be lost after ``accepted``. Nothing here ever types into the session.
+  once (``resume_failed``), reported before its exit. Until the verdict, the input gate holds
+  (the node commits no input): typed into a CLI still loading (or failing to load) the
+  conversation, it would be lost after ``accepted``. Nothing here ever types into the session.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ log = structlog.get_logger("roost.checks")
 IDENTITY_POLL_S = 1.0
 VERIFY_POLL_S = 0.5
 VERIFY_DEADLINE_S = 45.0
-HOLD_INPUT_S = 6.0  # under the node's 10-s call to the supervisor
 SETTLE_S = 5.0  # how long an exit waits for the verdict to be reported first
 TITLE_CAP = 1024
 
@@ -56,20 +55,6 @@ class IdentityAndResume:
     def pending(self) -> bool:
         """A resume whose verdict is not reported yet (only once ``start`` began checking)."""
         return self._checking and not self.verdict.is_set()
-
-    async def hold_input(self) -> None:
-        """Wait for the resume's verdict before input is committed and typed; refuse it clearly
-        (nothing committed) if the verdict takes longer than ``HOLD_INPUT_S``."""
-        if not self.pending:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.verdict.wait(), HOLD_INPUT_S)
-        if not self.verdict.is_set():
-            raise RoostError(
-                "resume-pending",
-                "the resumed session is not verified yet; nothing was typed, retry shortly",
-                {"record": self.sup.record_id},
-            )
 
     async def settled_verdict(self) -> None:
         """Until the resume has its verdict (at once when none is awaited)."""

@@ -19,8 +19,7 @@ from typing import Any
 import msgpack
 
 from roost.actors.runtime.peer import Peer
-from roost.actors.supervisor.outbox import TRANSIENT
-from roost.broker.errors import RoostError, write_refused
+from roost.broker.errors import TRANSIENT, RoostError, write_refused
 
 Entry = dict[str, Any]
 Facts = dict[str, Any]

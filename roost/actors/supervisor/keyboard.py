@@ -1,97 +1,55 @@
-"""Typing into a pty session: ``session.prompt``, ``session.input`` and ``session.key``.
+"""Typing into a pty session what the node committed, and the input gate that tells the node when
+it may commit.
 
-Each input's event (and its operation) is committed by the state store before a byte is typed,
-so ``accepted`` means durable, and an input whose event is committed is typed: a commit that got
-no answer in time (the store stalled, or the node died with the answer) is repeated with the same
-event id until the store says it holds it. Input waits for a resume's verdict first (never typed
-into a CLI still loading the conversation) and types one request at a time. A prompt's submit key
-goes apart from its text where the provider asks for it (``submit_delay_s``): some TUIs take a
-burst for a paste, so the key waits until the screen shows the typed text's end.
+The node is the only process that commits input: it checks a request, commits its
+``session.input`` event (and its operation), answers ``accepted``, and hands the input over here
+(``session.type``, with its seq). This supervisor types each seq once, in the order handed over,
+and learns from the log what it missed: after every re-registration but the first, a catch-up
+reads this generation's inputs since the last one and types those not typed yet (a node that
+died between its commit and its hand-over), before any other input.
 
-Two ways in. While nothing holds input back (the gate is open: no resume's verdict awaited, no
-login or API-key screen, the agent reading, nothing missed to catch up on), the node commits an
-input itself and hands it here to be typed (``session.type``, with its seq): the accepted
-prompt's path then has no supervisor on it. Otherwise the node forwards the request, and it is
-committed here as above. The supervisor tells the node when the gate opens and closes
-(``node.session.gate``, a notification). An input the node committed is typed once: by its
-``session.type``, or, when the node died before it was handed over, by the catch-up that follows
-every re-registration, which reads this generation's inputs from the log since the last one and
-types those not typed yet, before any other input.
+The gate is what the node must know to commit for this session, sent as ``node.session.gate``
+whenever it changes: ``open`` (with ``withhold`` on a login or API-key screen, where the log keeps
+a typed text's length only), ``hold`` (wait: not caught up yet, or a resume's verdict awaited,
+``why``), ``full`` (the agent has not read what it was given), ``busy`` (a turn runs, stream
+mode), ``refused`` (a stream session's next turn cannot run: the error, e.g. no provider session
+to resume) or ``closed`` (the agent exited, or the session is stopping). A prompt's submit key goes
+apart from its text where the provider asks for it (``submit_delay_s``): some TUIs take a burst
+for a paste, so the key waits until the screen shows the typed text's end.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 
-from roost.actors.runtime.peer import Peer
 from roost.actors.supervisor.host import Session
-from roost.actors.supervisor.outbox import TRANSIENT
 from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.adapters.base import KEYS, key_names
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.broker.limits import INPUT_PENDING_MAX
 
 log = structlog.get_logger("roost.keyboard")
 
 ECHO_TAIL, ECHO_WAIT_S, ECHO_POLL_S = 8, 3.0, 0.02  # the typed text shown before its submit
-COMMIT_WAIT_S = 10.0  # an input commit unanswered this long may still have been committed
-COMMIT_RETRY_S = 0.5
-MAX_UNTYPED = 1 << 20  # bytes accepted but not yet read by the agent, past which input is refused
-GATE_PENDING = 256 << 10  # the node commits input itself only while less than this waits
+READ_WAIT_S = 10.0  # a read of the log unanswered this long is tried again
 CATCH_UP_RETRY_S = 0.5
 TYPED_KEPT = 4096  # seqs remembered as typed past the floor
 # Screens that ask for a credential: what is typed there is logged as its length only.
 SECRET_SCREENS = ("login", "api-key")
 
 
-def logged_text(text: str, classification: dict[str, Any]) -> dict[str, Any]:
-    """What a ``session.input`` event keeps of typed ``text``: the text, or, while the screen is
-    classified ``attention`` for a login or an API key (a token pasted there), only its length
-    and why (``withheld``), so no secret reaches the event log, ``state.db`` or ``roost events``."""
+def withheld(classification: dict[str, Any]) -> str | None:
+    """The credential screen shown now (``login``, ``api-key``), whose typed text the log must
+    not keep, or None."""
     reason = classification.get("reason")
     if classification.get("state") == "attention" and reason in SECRET_SCREENS:
-        return {"length": len(text), "withheld": reason}
-    return {"text": text}
-
-
-async def commit_input(peer: Peer, body: dict[str, Any]) -> dict[str, Any]:
-    """``state.events.append`` of an input (by this supervisor, or by the node: ``inputs``). An
-    answer refusing it (the store away, its disk full) means nothing was committed. An attempt
-    with no answer by its deadline may have been: it is repeated, same event id, until the store
-    answers, which it does once with the event appended (``repeated`` when the lost attempt had
-    appended it)."""
-
-    async def attempt() -> dict[str, Any]:
-        reply: dict[str, Any] = await peer.call(
-            "state", "state.events.append", body, timeout=COMMIT_WAIT_S
-        )
-        return reply
-
-    return await until_answered(attempt)
-
-
-async def until_answered(attempt: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
-    """``attempt()`` until it is answered: a refusal at once (nothing was committed) is raised;
-    a transient failure after ``COMMIT_WAIT_S`` without an answer (it may have been) tries
-    again, as does any transient failure after that first try."""
-    loop, attempts = asyncio.get_running_loop(), 0
-    while True:
-        attempts, started = attempts + 1, loop.time()
-        try:
-            return await attempt()
-        except RoostError as err:
-            unanswered = loop.time() - started >= COMMIT_WAIT_S
-            if err.code not in TRANSIENT or (attempts == 1 and not unanswered):
-                raise
-            if attempts == 1:
-                log.warning("input-commit-unanswered", code=err.code)
-        await asyncio.sleep(COMMIT_RETRY_S)
+        return str(reason)
+    return None
 
 
 class Keyboard:
@@ -100,10 +58,9 @@ class Keyboard:
         self.submit: bytes = sup.spec.get("submit", b"\r")
         self.submit_delay: float = sup.spec.get("submit_delay_s") or 0.0
         self._lock = asyncio.Lock()
-        self._inputs = itertools.count(1)
-        self.committing = False  # an input's event is being committed now (session.screen)
+        self.typing = False  # an input is being typed now (session.screen's accepting)
         # The gate: what the node was last told, and whether a catch-up is needed first.
-        self.gate = False
+        self.gate: dict[str, Any] | None = None
         self.floor: int | None = None  # inputs up to this seq are typed (None: gate never opened)
         self.typed: set[int] = set()  # seqs past the floor typed by this supervisor
         self.caught_up = asyncio.Event()
@@ -111,87 +68,7 @@ class Keyboard:
         self._gating: asyncio.Task[None] | None = None
 
     def handlers(self) -> dict[str, Any]:
-        return {
-            "session.input": self.on_input,
-            "session.prompt": self.on_prompt,
-            "session.key": self.on_key,
-            "session.type": self.on_type,
-        }
-
-    async def on_prompt(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        text = f.text(body, "text")
-        shown = logged_text(text, self.sup.classification)
-        if self.submit_delay:
-            return await self._type(header, "prompt", text.encode(), shown, then=self.submit)
-        return await self._type(header, "prompt", text.encode() + self.submit, shown)
-
-    async def on_input(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        text = f.text(body, "text")
-        return await self._type(
-            header, "input", text.encode(), logged_text(text, self.sup.classification)
-        )
-
-    async def on_key(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        keys = key_names(body)
-        data = b"".join(self.submit if k == "enter" else KEYS[k] for k in keys)
-        return await self._type(header, "key", data, {"keys": keys})
-
-    async def _type(
-        self,
-        header: p.Header,
-        kind: str,
-        data: bytes,
-        shown: dict[str, Any],
-        then: bytes = b"",
-    ) -> dict[str, Any]:
-        """Commit the input event (and its operation), then type it: accepted means durable."""
-        sup = self.sup
-        sup.pty(header)
-        await sup.checks.hold_input()  # a resume's verdict first: never typed into a void
-        await self.until_caught_up()
-        agent = sup.pty(header)
-        async with self._lock:
-            if not await sup.outbox.drained(5.0):
-                raise sup.outbox.undelivered()
-            if agent.pending + len(data) + len(then) > MAX_UNTYPED:
-                raise RoostError(
-                    "agent-not-reading",
-                    f"{agent.pending} bytes typed before still wait for the agent to read them",
-                    {"pending": agent.pending, "limit": MAX_UNTYPED},
-                )
-            body: dict[str, Any] = {
-                "events": [
-                    {
-                        "kind": "session.input",
-                        "record": sup.record_id,
-                        "generation": sup.generation,
-                        "data": {"input": kind, **shown},
-                        "eid": f"{sup.instance_id}:input:{next(self._inputs)}",
-                    }
-                ]
-            }
-            if header.op:
-                body["op"] = {"id": header.op, "method": header.method, "record": sup.record_id}
-            self.committing = True
-            try:
-                committed = await commit_input(sup.peer, body)
-            finally:
-                self.committing = False
-            if committed.get("duplicate"):  # the op as first stored: the node answers with it
-                first = (committed["seqs"] or [None])[0]
-                if isinstance(first, int):
-                    await self._type_logged(first)  # a node's, committed late, never handed over
-                return {
-                    "accepted": True,
-                    "duplicate": True,
-                    "seq": first,
-                    "op": committed.get("op"),
-                }
-            seq = committed["seqs"][0]
-            self._typed(seq)
-            await self._write(agent, data, then)
-        self.update_gate()
-        return {"accepted": True, "seq": seq}
+        return {"session.type": self.on_type}
 
     async def _write(self, agent: PtyAgent, data: bytes, then: bytes) -> None:
         agent.write(data)
@@ -200,8 +77,8 @@ class Keyboard:
             agent.write(then)
 
     def _keystrokes(self, data: dict[str, Any]) -> tuple[bytes, bytes] | None:
-        """What a committed ``session.input`` event's data types (text, then the submit key
-        where it goes apart), or None for one that cannot be typed again (text withheld)."""
+        """What a committed input's data types (text, then the submit key where it goes apart),
+        or None for one that cannot be typed (its text withheld from the log)."""
         kind = data.get("input")
         if kind == "key" and isinstance(data.get("keys"), list):
             keys = key_names({"keys": data["keys"]})
@@ -216,10 +93,10 @@ class Keyboard:
         return (text.encode(), b"") if kind == "input" else None
 
     async def on_type(self, header: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        """An input the node committed (its ``seq`` and event ``data``): typed once, in the
-        order handed over; one typed before (a repeat after a lost answer) is not typed again.
-        Without ``data`` (an operation repeated: the node has only its seq) the event is read
-        from the log, and typed if it is this generation's and was never typed."""
+        """An input the node committed (its ``seq`` and what to type, ``data``): typed once, in
+        the order handed over; one typed before (a repeat after a lost answer) is not typed
+        again. Without ``data`` (an operation repeated: the node has only its seq) the event is
+        read from the log, and typed if it is this record's and generation's and never was."""
         if header.sender != "node":
             raise RoostError("forbidden", "only the node hands over committed input")
         seq = f.req_int(body, "seq", lo=1)
@@ -239,14 +116,18 @@ class Keyboard:
             if keys is None:
                 raise RoostError("bad-request", "this input cannot be typed", {"field": "data"})
             self._typed(seq)
-            await self._write(agent, *keys)
+            self.typing = True
+            try:
+                await self._write(agent, *keys)
+            finally:
+                self.typing = False
         self.update_gate()
         return {"typed": True}
 
     async def _type_logged(self, seq: int) -> bool:
-        """Type the logged input ``seq`` unless it was typed: an input a node committed whose
-        commit was answered too late for anyone to hand it over (a stalled store, its node
-        dead), learnt of when its operation is repeated. Under the input lock."""
+        """Type the logged input ``seq`` unless it was typed: an input whose commit was answered
+        too late for anyone to hand it over (a stalled store, its node dead), learnt of when its
+        operation is repeated. Only this record's and generation's. Under the input lock."""
         sup = self.sup
         if self.floor is None or self._was_typed(seq) or sup.agent is None:
             return False
@@ -254,13 +135,14 @@ class Keyboard:
             "state",
             "state.events.since",
             {"after": seq - 1, "limit": 1, "record": sup.record_id},
-            timeout=COMMIT_WAIT_S,
+            timeout=READ_WAIT_S,
         )
         event = (page["events"] or [None])[0]
         if (
             event is None
             or event["seq"] != seq
             or event["kind"] != "session.input"
+            or event.get("record") != sup.record_id
             or event.get("generation") != sup.generation
         ):
             return False
@@ -286,38 +168,54 @@ class Keyboard:
 
     # -- the gate ------------------------------------------------------------------------------
 
-    def _may_open(self) -> bool:
+    def gate_state(self) -> dict[str, Any]:
+        """What the node must know now to commit input (or begin a turn) for this session."""
         sup = self.sup
+        if sup.exit is not None:
+            return {"state": "closed"}
+        if not sup.peer.registered.is_set() or not self.caught_up.is_set() or self.floor is None:
+            return {"state": "hold", "why": "catch-up"}
         agent = sup.agent
-        if sup.exit is not None or not sup.peer.registered.is_set() or not self.caught_up.is_set():
-            return False
         if agent is None:  # stream mode: the node may begin the next turn when none runs
-            return sup.turns is not None and sup.turns.idle
-        return (
-            not sup.checks.pending
-            and not logged_text("", sup.classification).get("withheld")
-            and agent.pending < GATE_PENDING
-        )
+            turns = sup.turns
+            if turns is None or turns.closing:
+                return {"state": "closed"}
+            if turns.running is not None:
+                return {"state": "busy", "turn": turns.running}
+            if not turns.idle:  # the last turn's entries not delivered yet
+                return {"state": "hold", "why": "delivery"}
+            if turns.refusal is not None:  # what asking for the next turn's command answered
+                return {"state": "refused", **turns.refusal.to_body()}
+            return {"state": "open"}
+        if sup.checks.pending:
+            return {"state": "hold", "why": "resume"}
+        if agent.pending >= INPUT_PENDING_MAX:
+            return {"state": "full", "pending": agent.pending}
+        secret = withheld(sup.classification)
+        return {"state": "open", "withhold": secret} if secret else {"state": "open"}
 
     def update_gate(self) -> None:
-        """Tell the node when the gate opens or closes (a notification; nothing waits on it)."""
+        """Tell the node when the gate changes (a notification; nothing waits on it). ``gate``
+        is true only while input may be committed with its text (what a node that knows no
+        ``state`` reads)."""
         sup = self.sup
-        want = self._may_open()
         if sup.checks.pending:
             self._wake_on_verdict()
-        if want == self.gate:
-            return
-        if want and self.floor is None and sup.agent is None:
+        if self.floor is None and sup.agent is None:
             self.floor = 0  # stream mode: a catch-up asks for the latest turn, not the log
-        if want and self.floor is None:  # the first opening: where a catch-up would start
-            if self._gating is None:
-                self._gating = asyncio.get_running_loop().create_task(self._first_open())
+        registered = sup.peer.registered.is_set()
+        if self.floor is None and sup.exit is None and registered and self._gating is None:
+            # the first opening: where a catch-up would start
+            self._gating = asyncio.get_running_loop().create_task(self._first_open())
+        state = self.gate_state()
+        if state == self.gate or not sup.peer.registered.is_set():
             return
-        self.gate = want
+        self.gate = state
         sup.peer.notify(
             "node",
             {
-                "gate": want,
+                "gate": state == {"state": "open"},
+                **state,
                 "record": sup.record_id,
                 "generation": sup.generation,
                 "instance": sup.instance_id,
@@ -345,7 +243,7 @@ class Keyboard:
                         "state",
                         "state.events.since",
                         {"after": 0, "limit": 1, "record": self.sup.record_id},
-                        timeout=COMMIT_WAIT_S,
+                        timeout=READ_WAIT_S,
                     )
                     self.floor = int(page["last_seq"])
                 except RoostError:
@@ -357,7 +255,7 @@ class Keyboard:
     def registration_lost(self) -> None:
         """Called as a (re)registration begins: the node forgot the gate; input the node had
         committed may not have been handed over, so nothing is typed before the catch-up."""
-        self.gate = False
+        self.gate = None
         if self.floor is not None:
             self.caught_up.clear()
 
@@ -389,7 +287,7 @@ class Keyboard:
                 "state",
                 "state.events.since",
                 {"after": after, "limit": 1000, "record": sup.record_id},
-                timeout=COMMIT_WAIT_S,
+                timeout=READ_WAIT_S,
             )
             last = max(last, int(page["last_seq"]))
             for event in page["events"]:
@@ -411,19 +309,6 @@ class Keyboard:
                 break
         self.floor = max(last, after)
         self.typed = {s for s in self.typed if s > self.floor}
-
-    async def until_caught_up(self) -> None:
-        """Until the catch-up after a re-registration is done (``unavailable`` after 10 s)."""
-        if self.caught_up.is_set():
-            return
-        try:
-            await asyncio.wait_for(self.caught_up.wait(), COMMIT_WAIT_S)
-        except TimeoutError:
-            raise RoostError(
-                "unavailable",
-                "input committed before the node restarted is still being typed; retry shortly",
-                {"record": self.sup.record_id},
-            ) from None
 
     async def _echoed(self, text: str) -> None:
         """Wait before the submit key: ``submit_delay_s``, then until the screen shows the typed

@@ -21,17 +21,12 @@ from typing import Any
 import msgpack
 import structlog
 
-from roost.broker.errors import RoostError
+from roost.broker.errors import TRANSIENT, RoostError
 
 log = structlog.get_logger("roost.outbox")
 
 Entry = dict[str, Any]
 Deliver = Callable[[Entry], Awaitable[None]]
-# the state store answered, but could not write (its disk is full or failing): nothing of the
-# request was committed; a spooled entry is retried, a first turn begin is refused at once
-REFUSED = frozenset({"storage-full", "storage-failed"})
-# retried, never dropped: the node or its state store is away, or its disk is full or failing
-TRANSIENT = frozenset({"unavailable", "unreachable", "timeout", "not-initialized"}) | REFUSED
 SPOOL, ACK = "spool.bin", "spool.ack"
 
 

@@ -1,16 +1,15 @@
 """Stream-mode turns in a supervisor: one headless provider process per turn, same conversation.
 
-A turn is accepted only after the state store committed it (turn row, its operation, its
-user-input event, in one transaction). Its command comes from ``adapter.turn``, asked ahead for
-the next turn (at launch and after each turn's end) as a plan for any text, so the acceptance
-waits on the commit alone; a plan that is stale (another provider session, older than
-``PLAN_FRESH_S``), not answered yet or failed is asked again with the text, as before. A begin
-the store did not answer in time is repeated until it does (the store may have committed it
-late): a turn is never left ``running`` with no process.
-Its process starts once the turn is committed, beside the answer (the client is not kept waiting
-for a fork), and runs to its end whatever happens to the client; each output line goes to the
-outbox (and the transcript) as it arrives, and the turn's end follows them (a process that cannot
-start ends its turn ``failed``). One turn at a time per session.
+The node begins every turn (its row, its operation and its user-input event in one transaction)
+and hands it over (``session.run``); this runner runs each begun turn once, and after a
+re-registration runs a turn of its generation that the node began and never handed over (its
+catch-up). A turn's command comes from ``adapter.turn``, asked ahead for the next turn (at launch
+and after each turn's end) as a plan for any text, so a turn starts without waiting on the
+adapter host; a plan that is stale (another provider session, older than ``PLAN_FRESH_S``), not
+answered yet or failed is asked again with the text, and a turn whose command cannot be had ends
+``failed`` with the reason. Its process runs to its end whatever happens to the client; each
+output line goes to the outbox (and the transcript) as it arrives, and the turn's end follows
+them (a process that cannot start ends its turn ``failed``). One turn at a time per session.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -26,71 +24,19 @@ import structlog
 
 from roost.actors.runtime.lines import LINE_CAP, Lines
 from roost.actors.runtime.peer import Peer
-from roost.actors.supervisor.outbox import REFUSED, TRANSIENT, Outbox
+from roost.actors.supervisor.outbox import Outbox
 from roost.actors.supervisor.terminal import Terminal, Transcript
-from roost.broker.errors import RoostError
+from roost.broker.errors import TRANSIENT, RoostError
 
 log = structlog.get_logger("roost.turns")
 CHUNK = 65536
-BEGIN_RETRY_S = 0.5
-ACCEPT_WAIT_S = 5.0  # how long a racing turn waits for the one being accepted (node: 10 s)
 PLAN_FRESH_S = 60.0  # a prefetched plan older than this is asked again (the config may change)
-PLAN_MARGIN_S = 5.0  # the node stops beginning turns this long before the plan is stale
 
 
 def _quiet(task: asyncio.Task[Any]) -> None:
     """A prefetch nobody used: its failure is not news (the turn asks again and says why)."""
     if not task.cancelled():
         task.exception()
-
-
-def new_turn_id() -> str:
-    return "t" + uuid.uuid4().hex[:11]
-
-
-def begin_body(
-    record: str, generation: int, instance: str, turn_id: str, text: str, op: str
-) -> dict[str, Any]:
-    """``state.turn.begin``'s body: the turn, its ``session.input`` event, its operation."""
-    body: dict[str, Any] = {
-        "turn": {"id": turn_id, "record": record, "generation": generation, "text": text},
-        "events": [
-            {
-                "kind": "session.input",
-                "record": record,
-                "generation": generation,
-                "data": {"input": "turn", "text": text, "turn": turn_id},
-                "eid": f"{instance}:turn:{turn_id}",
-            }
-        ],
-    }
-    if op:
-        body["op"] = {"id": op, "method": "session.turn", "record": record}
-    return body
-
-
-async def begin_turn(peer: Peer, body: dict[str, Any]) -> dict[str, Any]:
-    """``state.turn.begin`` until the store answers (by this supervisor, or by the node:
-    ``inputs``). A call that timed out may have been applied (a stalled store commits it when it
-    runs again), so it is repeated with the same turn id, which the store answers once, until the
-    store says what became of the turn."""
-    turn_id, attempts = body["turn"]["id"], 0
-    while True:
-        attempts += 1
-        try:
-            accepted: dict[str, Any] = await peer.call("state", "state.turn.begin", body)
-        except RoostError as err:
-            if err.code not in TRANSIENT:
-                raise
-            if attempts == 1 and err.code in REFUSED:
-                raise  # the store could not write it (a full disk): nothing was begun
-            if attempts == 1:
-                log.warning("turn-begin-unanswered", turn=turn_id, code=err.code)
-            await asyncio.sleep(BEGIN_RETRY_S)
-            continue
-        if attempts > 1:
-            log.info("turn-begin-settled", turn=turn_id, attempts=attempts)
-        return accepted
 
 
 class TurnRunner:
@@ -110,112 +56,48 @@ class TurnRunner:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._closing = False  # the session is stopping: no turn starts any more
-        self._settled = asyncio.Event()  # clear while a turn is being accepted
+        self._settled = asyncio.Event()  # clear while a begun turn's command is being asked
         self._settled.set()
         # the next turn's plan: (provider session and first, when asked, the call)
         self._plan: tuple[tuple[Any, ...], float, asyncio.Task[dict[str, Any]]] | None = None
         self._ran: collections.deque[str] = collections.deque(maxlen=16)  # turns ended here
         self.on_idle: Callable[[], None] | None = None  # a turn ended and was delivered
+        self.refusal: RoostError | None = None  # why the next turn cannot run (its plan said)
         self._idle_task: asyncio.Task[None] | None = None
-
-    async def start(self, text: str, op: str) -> dict[str, Any]:
-        """Accept one turn. A turn arriving while another is being accepted waits (up to
-        ACCEPT_WAIT_S) for that one's outcome, so that ``busy`` names a turn that exists."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + ACCEPT_WAIT_S
-        while self.accepting:
-            if loop.time() >= deadline:
-                raise RoostError(
-                    "busy",
-                    "another turn is still being accepted in this session",
-                    {"turn": None, "accepting": True},
-                )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._settled.wait(), deadline - loop.time())
-        if self.running is not None:
-            raise RoostError(
-                "busy",
-                "a turn is already running in this session",
-                {"turn": self.running, "accepting": False},
-            )
-        self._settled.clear()  # one turn at a time, across the awaits below
-        try:
-            return await self._start(text, op)
-        finally:
-            self._settled.set()
-
-    @property
-    def accepting(self) -> bool:
-        """Whether a turn is being accepted now (``running`` stays None until it is)."""
-        return not self._settled.is_set()
-
-    async def settled(self) -> None:
-        """Return once no turn is being accepted (a begin is never left unresolved)."""
-        await self._settled.wait()
-
-    async def _start(self, text: str, op: str) -> dict[str, Any]:
-        if not await self.outbox.drained(5.0):
-            raise self.outbox.undelivered()
-        # (drained first: a turn may have taught us the provider session id this one needs)
-        plan = self._planned(text) or await self._ask_plan(text)
-        turn_id = new_turn_id()
-        accepted = await self._begin(self._begin_body(turn_id, text, op))
-        if accepted.get("duplicate"):
-            return {"accepted": True, "duplicate": True, **accepted}
-        reply = {"accepted": True, "turn": turn_id, "seq": accepted.get("seq")}
-        if accepted.get("state", "running") != "running":
-            return reply  # committed by an attempt whose reply was lost, and ended since
-        if self._closing:  # the session was stopped while the store kept the turn waiting
-            self._end(turn_id, None, "stopped")
-            return reply
-        self.running = turn_id
-        self._task = asyncio.get_running_loop().create_task(self._run(turn_id, text, plan))
-        return reply
 
     @property
     def idle(self) -> bool:
-        """No turn running or being accepted, the outbox empty (the last turn's events and end
-        delivered, its provider session id learnt): the node may begin the next turn itself."""
+        """No turn running or being prepared, the outbox empty (the last turn's events and end
+        delivered, its provider session id learnt): the node may begin the next turn."""
         return (
             self.running is None
-            and not self.accepting
+            and self._settled.is_set()
             and not self._closing
             and self.outbox.size == 0
-            and self._plan_ready()
         )
 
-    def _plan_ready(self) -> bool:
-        """A prefetched plan for any text, fresh and for this turn: a turn the node begins
-        then needs nothing more of the adapter host (without one, turns are accepted here,
-        where a plan that cannot be had refuses the turn instead of failing it)."""
-        if self._plan is None:
-            return False
-        key, asked, task = self._plan
-        if key != self._plan_key() or not task.done() or task.cancelled():
-            return False
-        if task.exception() is not None:
-            return False
-        fresh = asyncio.get_running_loop().time() - asked < PLAN_FRESH_S - PLAN_MARGIN_S
-        return fresh and isinstance(task.result().get("text_arg"), int)
+    @property
+    def preparing(self) -> bool:
+        """A begun turn's command is being asked (its process not started yet)."""
+        return not self._settled.is_set()
 
-    def _planned_for_gate(self, task: asyncio.Task[dict[str, Any]]) -> None:
-        """A prefetch answered: the gate may open, and shuts again before the plan is stale."""
-        if self.on_idle is None or task.cancelled():
-            return
-        self.on_idle()
-        loop = asyncio.get_running_loop()
-        loop.call_later(PLAN_FRESH_S - PLAN_MARGIN_S, self.on_idle)
+    async def settled(self) -> None:
+        """Return once no begun turn is being prepared (a turn is never left without its end)."""
+        await self._settled.wait()
+
+    @property
+    def closing(self) -> bool:
+        """The session is stopping: no turn starts any more."""
+        return self._closing
 
     async def run_begun(self, turn_id: str, text: str) -> dict[str, Any]:
         """A turn the node began (committed): run it, unless it runs already (a repeated
         hand-over) or the session is stopping (it ends ``failed``, ``stopped``)."""
         if self.running == turn_id or turn_id in self._ran:
             return {"started": True, "repeated": True}
-        if self.running is not None or self.accepting:
+        if self.running is not None:
             raise RoostError(
-                "busy",
-                "a turn is already running in this session",
-                {"turn": self.running, "accepting": self.accepting},
+                "busy", "a turn is already running in this session", {"turn": self.running}
             )
         if self._closing:
             self._end(turn_id, None, "stopped")
@@ -224,7 +106,7 @@ class TurnRunner:
         self._settled.clear()  # nothing else starts while the plan is asked
         try:
             await self.outbox.drained(5.0)  # the provider session id a turn before taught us
-            plan = self._planned(text)
+            plan = self._plan_for(text)
             if plan is None:
                 try:
                     plan = await self._ask_plan(text)
@@ -241,12 +123,17 @@ class TurnRunner:
 
     async def adopt(self, turn_id: str, generation: int) -> dict[str, Any]:
         """A turn named by a repeated operation: if the state store holds it as running, of
-        this generation, and it never ran here (a node began it, its commit answered too late
-        for anyone to hand it over), it runs now."""
+        this record and generation, and it never ran here (a node began it, its commit answered
+        too late for anyone to hand it over), it runs now."""
         if self.running == turn_id or turn_id in self._ran:
             return {"started": True, "repeated": True}
         turn = (await self.peer.call("state", "state.turn.get", {"id": turn_id}))["turn"]
-        if turn is None or turn.get("state") != "running" or turn.get("generation") != generation:
+        if (
+            turn is None
+            or turn.get("state") != "running"
+            or turn.get("record") != self.spec["record_id"]
+            or turn.get("generation") != generation
+        ):
             return {"started": False}
         log.info("turn-caught-up", turn=turn_id)
         return await self.run_begun(turn_id, str(turn.get("text") or ""))
@@ -280,10 +167,20 @@ class TurnRunner:
         loop = asyncio.get_running_loop()
         task = loop.create_task(self._ask_plan(None))
         task.add_done_callback(_quiet)
-        task.add_done_callback(self._planned_for_gate)
+        task.add_done_callback(self._planned)
         self._plan = (self._plan_key(), loop.time(), task)
 
-    def _planned(self, text: str) -> dict[str, Any] | None:
+    def _planned(self, task: asyncio.Task[dict[str, Any]]) -> None:
+        """A prefetch answered: a refusal that no retry changes (no headless mode, no provider
+        session to resume) refuses the next turns before they are accepted (the gate says it)."""
+        if task.cancelled():
+            return
+        err = task.exception()
+        self.refusal = err if isinstance(err, RoostError) and err.code not in TRANSIENT else None
+        if self.on_idle is not None:
+            self.on_idle()
+
+    def _plan_for(self, text: str) -> dict[str, Any] | None:
         """The prefetched plan with ``text`` in it, if it was answered for this turn (same
         provider session, same first-or-not) under ``PLAN_FRESH_S`` ago and holds for any text;
         None otherwise: the command is then asked with the text, as before (a plan still on its
@@ -346,15 +243,6 @@ class TurnRunner:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
         await self._pump(turn_id, proc)
-
-    def _begin_body(self, turn_id: str, text: str, op: str) -> dict[str, Any]:
-        spec = self.spec
-        return begin_body(
-            spec["record_id"], spec["generation"], spec["instance_id"], turn_id, text, op
-        )
-
-    async def _begin(self, body: dict[str, Any]) -> dict[str, Any]:
-        return await begin_turn(self.peer, body)
 
     def _show(self, text: str) -> None:
         data = text.encode()
