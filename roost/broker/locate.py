@@ -46,17 +46,26 @@ def private_dir(path: Path) -> Path:
 
 
 def runtime_dir(state_dir: Path) -> Path:
+    """``ROOST_RUNTIME_DIR`` if set (one state directory's: a daemon holds its ``runtime.lock``),
+    else ``runtime_base() / <first 12 hex of sha256(state dir)>``."""
     env = os.environ.get("ROOST_RUNTIME_DIR")
     if env:
         return private_dir(Path(env))
     import hashlib  # here, not at the top: a CLI command that does not get here starts faster
-    import tempfile
 
     digest = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
+    return private_dir(runtime_base() / digest)
+
+
+def runtime_base() -> Path:
+    """``<XDG_RUNTIME_DIR or the temporary directory>/roost-<uid>``, made 0700: the runtime
+    directories of this user's nodes and hubs, and their node-id locks (``node-ids/``), whatever
+    ``ROOST_RUNTIME_DIR`` says."""
+    import tempfile
+
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     uid = os.getuid() if sys.platform != "win32" else 0
-    private_dir(Path(base) / f"roost-{uid}")
-    return private_dir(Path(base) / f"roost-{uid}" / digest)
+    return private_dir(Path(base) / f"roost-{uid}")
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,12 @@ def rotate_stderr(path: Path) -> None:
 
 @node.command("up")
 @click.option("--node-id", help="name this node (only on first start; stored afterwards)")
+@click.option(
+    "--new-node-id",
+    metavar="ID",
+    help="serve under a new node id from now on (a copy of another node's state.db: see "
+    "docs/OPERATIONS.md, Backups); its live records become dormant",
+)
 @click.option("--listen", help="also serve clients on tcp://ADDRESS:PORT (CURVE unless loopback)")
 @click.option(
     "--retain-events",
@@ -186,6 +192,7 @@ def rotate_stderr(path: Path) -> None:
 def up(
     ctx: Ctx,
     node_id: str | None,
+    new_node_id: str | None,
     listen: str | None,
     retain_events: str | None,
     hub_ep: str | None,
@@ -200,9 +207,19 @@ def up(
 
     Records that were running when the machine went down and whose restore policy is resume
     (spawn --restore) are cold-resumed one at a time; it says which, and waits up to
-    --restore-wait for their outcomes."""
-    if node_id:
-        check_node_id(node_id)
+    --restore-wait for their outcomes.
+
+    --new-node-id brings a copy of another node's state up as a node of its own: the stored id
+    is replaced, and the records that were live in the copy become dormant (their supervisors
+    are the other node's; none is signalled). A node id another node on this machine serves is
+    refused node-id-conflict."""
+    for given in (node_id, new_node_id):
+        if given:
+            check_node_id(given)
+    if node_id and new_node_id:
+        raise RoostError(
+            "bad-request", "--node-id and --new-node-id together", {"field": "node-id"}
+        )
     if hub_ep and no_hub:
         raise RoostError("bad-request", "--hub and --no-hub together", {"field": "hub"})
     keep = None if retain_events is None else check_limit(retain_events)
@@ -214,6 +231,12 @@ def up(
             "sessions keep running)",
             {"pid": running.get("pid")},
         )
+    if running is not None and new_node_id not in (None, running["node_id"]):
+        raise RoostError(
+            "node-running",
+            "a node serves this state directory under another id; `roost node stop` it first",
+            {"node_id": running["node_id"]},
+        )
     if running is not None:
         _check_running(running, node_id, keep)
         _check_hub(running, hub_ep, hub_key, no_hub)
@@ -224,6 +247,8 @@ def up(
     argv = python_module("roost.actors.node", "--state-dir", str(state_dir))
     if node_id:
         argv += ["--node-id", node_id]
+    if new_node_id:
+        argv += ["--new-node-id", new_node_id]
     if listen:
         argv += ["--listen", listen]
     if keep is not None:

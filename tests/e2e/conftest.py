@@ -7,14 +7,17 @@ test failed, so nothing outlives the test.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -38,6 +41,12 @@ TURN_KINDS = [  # the events of a turn with one tool call, in order
     "session.turn",
 ]
 MARK = "ROOST_TEST_MARK"
+# The runtime base (XDG_RUNTIME_DIR) of every node this test process starts, short for the ipc
+# path limit. It holds the machine's node-id locks (one node per node id), so the nodes of tests
+# run at the same time by other processes (xdist workers, other runs) never meet under the same
+# --node-id, while the nodes of one test do.
+RUNTIME_BASE = tempfile.mkdtemp(prefix="roost-t-")
+atexit.register(shutil.rmtree, RUNTIME_BASE, True)
 
 
 def wait_for(cond: Callable[[], T | None], timeout: float = 15.0, what: str = "condition") -> T:
@@ -68,6 +77,8 @@ class Node:
         # the test's own configuration file (none until a test writes it), never the user's
         self.config = root / "config.toml"
         self.env["ROOST_CONFIG"] = str(self.config)
+        self.env["XDG_RUNTIME_DIR"] = RUNTIME_BASE
+        self.env.pop("ROOST_RUNTIME_DIR", None)  # one for every node would be shared: refused
         self.env.pop("ROOST_TOKEN", None)
         self.prefix: list[str] = []  # e.g. ["ip", "netns", "exec", NS]: the host it runs on
 

@@ -25,7 +25,15 @@ import zmq
 from roost.broker import protocol as p
 from roost.broker.client import Client
 from roost.broker.locate import read_node_info
-from tests.e2e.conftest import MARK, JsonLines, Node, client_keys, free_port, wait_for
+from tests.e2e.conftest import (
+    MARK,
+    RUNTIME_BASE,
+    JsonLines,
+    Node,
+    client_keys,
+    free_port,
+    wait_for,
+)
 from tests.e2e.netns import Hosts
 
 
@@ -40,9 +48,13 @@ class Lab:
     nodes: dict[str, Node]
 
     def node(self, host: str, root: Path) -> Node:
-        """A node directory whose CLI commands (and daemon) run on ``host``."""
+        """A node directory whose CLI commands (and daemon) run on ``host``: a machine of its own,
+        so with a runtime base (and node-id locks) of its own, not the other hosts'."""
         n = Node(root)
         n.mark, n.env[MARK], n.prefix = self.hub.mark, self.hub.mark, self.hosts.prefix(host)
+        base = Path(RUNTIME_BASE) / host
+        base.mkdir(mode=0o700, exist_ok=True)
+        n.env["XDG_RUNTIME_DIR"] = str(base)
         return n
 
     def endpoint(self, host: str) -> str:

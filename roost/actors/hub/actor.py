@@ -27,6 +27,7 @@ import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
 from roost.actors.runtime.endpoints import check_tcp, curve_endpoint
+from roost.actors.runtime.idlock import hold_runtime_dir
 from roost.actors.runtime.lock import StateLock
 from roost.actors.runtime.peer import Peer
 from roost.actors.runtime.process import announce, run_until, run_until_stopped, setup_logging
@@ -273,11 +274,13 @@ def main() -> None:
                 "this directory holds a node's state; give the hub a --state-dir of its own",
                 {"field": "state-dir"},
             )
+        runtime = hold_runtime_dir(runtime_dir(state_dir))  # no node id: its id is no node's
         network = hub_network(state_dir, args.listen, args.events_port)
     except RoostError as err:
         announce({"error": err.to_body()})
         sys.exit(2)
     run_until_stopped(lambda stop: serve(state_dir, network, stop))
+    runtime.release()
     lock.release()
 
 

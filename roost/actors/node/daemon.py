@@ -1,9 +1,10 @@
 """The node daemon (``roost node up`` starts it): broker, node actor, and the child actors.
 
-Startup: take the state directory's lock (one node per state directory), check the database
-(refusing foreign or newer state untouched), bind the broker in the private runtime directory,
-start the state store and adapters, then print one JSON line on stdout (``ready`` or ``error``)
-for the CLI that launched it, and keep serving until ``node.shutdown`` or SIGTERM.
+Startup: take the state directory's lock (one node per state directory), then its node id's
+(one node per node id on the machine: ``identity.py``), check the database (refusing foreign or
+newer state untouched), bind the broker in the private runtime directory, start the state store
+and adapters, then print one JSON line on stdout (``ready`` or ``error``) for the CLI that
+launched it, and keep serving until ``node.shutdown`` or SIGTERM.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import structlog
 import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
+from roost.actors.node import identity
 from roost.actors.node.actor import NodeActor
 from roost.actors.node.control import TURN_TOPIC
 from roost.actors.node.hublink import HubConfig, HubLink, stored_hub
@@ -37,7 +39,6 @@ from roost.actors.runtime.endpoints import network_endpoint
 from roost.actors.runtime.lock import StateLock
 from roost.actors.runtime.peer import Peer
 from roost.actors.runtime.process import announce, run_until_stopped, setup_logging
-from roost.actors.state import db
 from roost.adapters.settings import binary
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError, write_refused
@@ -331,7 +332,9 @@ class Registered(AbstractSet[str]):
 def main() -> None:
     parser = argparse.ArgumentParser(prog="roost-daemon")
     parser.add_argument("--state-dir", required=True)
-    parser.add_argument("--node-id")
+    ids = parser.add_mutually_exclusive_group()
+    ids.add_argument("--node-id")
+    ids.add_argument("--new-node-id", help="serve under this id from now on (identity.py)")
     parser.add_argument("--listen", help="a tcp:// endpoint for clients (CURVE unless loopback)")
     parser.add_argument("--retain-events", help="keep this many events (stored for later starts)")
     parser.add_argument("--hub", help="a hub's tcp:// endpoint to dial out to (CURVE)")
@@ -346,10 +349,10 @@ def main() -> None:
         announce({"error": RoostError("node-running").to_body()})
         sys.exit(3)
     try:
-        if args.node_id:
-            check_node_id(args.node_id)
-        conn, node_id = db.open_db(state_dir / "state.db", args.node_id)
-        conn.close()
+        for given in (args.node_id, args.new_node_id):
+            if given:
+                check_node_id(given)
+        held = identity.claim(state_dir, args.node_id, args.new_node_id)
     except RoostError as err:
         announce({"error": err.to_body()})
         sys.exit(2)
@@ -362,8 +365,9 @@ def main() -> None:
     except RoostError as err:
         announce({"error": err.to_body()})
         sys.exit(2)
-    daemon = Daemon(state_dir, node_id, token, network, keep, hub, cfg)
+    daemon = Daemon(state_dir, held.node_id, token, network, keep, hub, cfg)
     run_until_stopped(daemon.serve)
+    held.release()
     lock.release()
     sys.exit(2 if daemon.failed else 0)
 
