@@ -17,7 +17,7 @@ CHECK_NPM = command -v npm >/dev/null 2>&1 || { \
 	echo "      Install Node.js 18 or newer with npm (Debian/Ubuntu: sudo apt install nodejs npm;" >&2; \
 	echo "      or https://nodejs.org), then run make test again." >&2; exit 1; }
 
-.PHONY: demo test lint typecheck unit e2e test-real bench clean install uninstall check-npm
+.PHONY: demo test lint typecheck unit e2e test-real bench soak clean install uninstall check-npm
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,12 @@ test-real: $(STAMP)
 # cores; never fails on a figure.
 bench: $(STAMP)
 	$(BIN)/python bench/run.py --full
+
+# roost's exactly-once promise for MINUTES minutes of clients and faults against a node of its own
+# (bench/README.md, "Soak"): one verdict line; exits 1 on any violation.
+MINUTES ?= 5
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py --minutes $(MINUTES)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache clients/node/node_modules
