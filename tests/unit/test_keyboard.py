@@ -1,24 +1,35 @@
-"""Typing into a pty session (roost.actors.supervisor.keyboard): what a ``session.input`` event
-keeps of typed text, and the commit before the typing: repeated with the same event id when its
-answer was lost, typed once; refused at once, typed never; a repeated operation, typed never."""
+"""Typing into a pty session (roost.actors.supervisor.keyboard): what the log keeps of text typed
+into a credential screen (the supervisor says the screen, ``withheld``; the node, which commits,
+keeps the text's length only, ``inputs.logged``), and what each committed input types, its submit
+key apart from the text where the provider asks for it."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from roost.actors.node.inputs import logged
 from roost.actors.supervisor import keyboard
-from roost.actors.supervisor.keyboard import Keyboard, logged_text
+from roost.actors.supervisor.host import Session
+from roost.actors.supervisor.keyboard import Keyboard, withheld
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+
+NODE = p.Header(kind="request", method="session.type", sender="node")
 
 
 @pytest.mark.parametrize("reason", ["login", "api-key"])
 def test_text_typed_into_a_credential_screen_is_kept_as_its_length(reason: str) -> None:
     seen = {"state": "attention", "reason": reason, "detail": ""}
-    assert logged_text("sk-ant-secret", seen) == {"length": 13, "withheld": reason}
+    assert withheld(seen) == reason
+    data = {"input": "prompt", "text": "sk-ant-secret"}
+    assert logged(data, withheld(seen) or "") == {
+        "input": "prompt",
+        "length": 13,
+        "withheld": reason,
+    }
 
 
 @pytest.mark.parametrize(
@@ -32,66 +43,54 @@ def test_text_typed_into_a_credential_screen_is_kept_as_its_length(reason: str) 
     ],
 )
 def test_other_text_is_kept(seen: dict[str, object]) -> None:
-    assert logged_text("hello", seen) == {"text": "hello"}
+    assert withheld(seen) is None
+    data = {"input": "prompt", "text": "hello"}
+    assert logged(data, withheld(seen) or "") == data
 
 
-# -- committing before typing -------------------------------------------------------------------
+# -- typing what the node committed ---------------------------------------------------------------
 
 
-class FakeStore:
-    """``state.events.append`` as the store answers it: ``lose`` answers are never sent (the
-    attempt commits, then the caller waits out its deadline), ``refuse`` attempts are answered
-    ``unavailable`` at once without committing."""
+class FakeTerm:
+    """The screen: what the agent was given shows once ``echo`` is on."""
 
-    def __init__(self, lose: int = 0, refuse: int = 0) -> None:
-        self.lose, self.refuse = lose, refuse
-        self.log: dict[str, int] = {}  # eid -> seq
-        self.ops: dict[str, int] = {}
-        self.attempts = 0
-        self.registered = asyncio.Event()  # never set: the gate stays shut (test_input_gate)
+    def __init__(self) -> None:
+        self.echo = True
+        self.shown = ""
 
-    async def call(self, target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
-        assert (target, method) == ("state", "state.events.append")
-        self.attempts += 1
-        if self.refuse:
-            self.refuse -= 1
-            raise RoostError("unavailable", "state is restarting; retry shortly")
-        eid = body["events"][0]["eid"]
-        op = (body.get("op") or {}).get("id")
-        if eid in self.log:
-            reply: dict[str, Any] = {"seqs": [self.log[eid]], "repeated": True}
-        elif op in self.ops:
-            seen = {"id": op, "method": "session.prompt", "state": "terminal"}
-            reply = {"duplicate": True, "op": seen, "seqs": [self.ops[op]]}
-        else:
-            self.log[eid] = len(self.log) + 1
-            if op:
-                self.ops[op] = self.log[eid]
-            reply = {"seqs": [self.log[eid]]}
-        if self.lose:
-            self.lose -= 1
-            await asyncio.sleep(kw["timeout"])
-            raise RoostError("unavailable", "state did not answer in time")
-        return reply
+    def text(self) -> str:
+        return self.shown
 
 
 class FakeAgent:
     pending = 0  # bytes typed that the terminal has not taken
 
-    def __init__(self) -> None:
+    def __init__(self, term: FakeTerm) -> None:
+        self.term = term
         self.typed: list[bytes] = []
 
     def write(self, data: bytes) -> None:
         self.typed.append(data)
+        if self.term.echo:
+            self.term.shown += data.decode()
+
+
+class FakePeer:
+    def __init__(self) -> None:
+        self.registered = asyncio.Event()  # never set: nothing is said to a node here
+
+    def notify(self, target: str, body: dict[str, Any]) -> None:
+        raise AssertionError("not registered")
 
 
 class FakeSupervisor:
-    def __init__(self, store: FakeStore, instance: str) -> None:
-        self.spec: dict[str, Any] = {"submit": b"\r"}
-        self.record_id, self.generation, self.instance_id = "r1", 1, instance
-        self.peer, self.agent = store, FakeAgent()
+    def __init__(self, submit_delay: float = 0.0) -> None:
+        self.spec: dict[str, Any] = {"submit": b"\r", "submit_delay_s": submit_delay}
+        self.record_id, self.generation, self.instance_id = "r1", 1, "i1"
+        self.term = FakeTerm()
+        self.peer, self.agent = FakePeer(), FakeAgent(self.term)
         self.classification: dict[str, Any] = {}
-        self.checks = self.outbox = self
+        self.checks = self
         self.exit = None
         self.turns = None
         self.pending = False  # no resume's verdict awaited
@@ -99,53 +98,85 @@ class FakeSupervisor:
     def pty(self, header: p.Header) -> FakeAgent:
         return self.agent
 
-    async def hold_input(self) -> None:
-        return None
 
-    async def drained(self, timeout: float) -> bool:
-        return True
-
-
-def prompt(store: FakeStore, *ops: str, instance: str = "i1") -> tuple[list[Any], list[bytes]]:
-    sup = FakeSupervisor(store, instance)
-    board = Keyboard(sup)  # type: ignore[arg-type]
-
-    async def scenario() -> list[Any]:
-        out: list[Any] = []
-        for op in ops:
-            header = p.Header(kind="request", method="session.prompt", op=op)
-            try:
-                out.append(await board.on_prompt(header, {"text": "hi"}))
-            except RoostError as err:
-                out.append(err.code)
-        return out
-
-    return asyncio.run(scenario()), sup.agent.typed
+def board_of(sup: FakeSupervisor) -> Keyboard:
+    board = Keyboard(cast(Session, sup))
+    board.floor = 0  # the gate opened once: seqs past 0 may come
+    return board
 
 
-@pytest.fixture
-def short_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(keyboard, "COMMIT_WAIT_S", 0.05)
-    monkeypatch.setattr(keyboard, "COMMIT_RETRY_S", 0.01)
+@pytest.mark.parametrize(
+    ("data", "typed"),
+    [
+        ({"input": "prompt", "text": "hi"}, [b"hi\r"]),
+        ({"input": "input", "text": "hi"}, [b"hi"]),
+        ({"input": "input", "text": ""}, [b""]),
+        ({"input": "key", "keys": ["escape", "enter", "up"]}, [b"\x1b\r\x1b[A"]),
+        ({"input": "prompt", "text": "sk-ant-secret"}, [b"sk-ant-secret\r"]),  # typed whole
+    ],
+)
+def test_each_committed_input_types_its_keystrokes(
+    data: dict[str, Any], typed: list[bytes]
+) -> None:
+    async def scenario() -> tuple[dict[str, Any], list[bytes]]:
+        sup = FakeSupervisor()
+        reply = await board_of(sup).on_type(NODE, {"seq": 1, "data": data})
+        return reply, sup.agent.typed
+
+    assert asyncio.run(scenario()) == ({"typed": True}, typed)
 
 
-def test_a_commit_whose_answer_was_lost_is_repeated_and_typed_once(short_deadline: None) -> None:
-    store = FakeStore(lose=2)
-    (reply,), typed = prompt(store, "P1")
-    assert reply == {"accepted": True, "seq": 1}
-    assert typed == [b"hi\r"] and store.attempts == 3 and len(store.log) == 1
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"input": "prompt", "length": 13, "withheld": "login"},  # the log kept its length only
+        {"input": "turn", "text": "a stream turn"},
+        {"input": "key", "keys": "enter"},
+        {"text": "no kind"},
+    ],
+)
+def test_an_input_that_cannot_be_typed_is_refused_and_not_remembered(data: dict[str, Any]) -> None:
+    async def scenario() -> tuple[str, list[bytes], bool]:
+        sup = FakeSupervisor()
+        board = board_of(sup)
+        try:
+            await board.on_type(NODE, {"seq": 1, "data": data})
+        except RoostError as err:
+            return err.code, sup.agent.typed, board._was_typed(1)
+        return "", sup.agent.typed, board._was_typed(1)
+
+    assert asyncio.run(scenario()) == ("bad-request", [], False)
 
 
-def test_a_commit_refused_at_once_is_not_committed_nor_typed(short_deadline: None) -> None:
-    store = FakeStore(refuse=1)
-    replies, typed = prompt(store, "P1", "P1")
-    assert replies[0] == "unavailable" and replies[1] == {"accepted": True, "seq": 1}
-    assert typed == [b"hi\r"]
+def test_a_prompts_submit_key_goes_once_the_screen_shows_its_text() -> None:
+    async def scenario() -> tuple[list[bytes], float]:
+        sup = FakeSupervisor(submit_delay=0.01)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await board_of(sup).on_type(NODE, {"seq": 1, "data": {"input": "prompt", "text": "hi"}})
+        return sup.agent.typed, loop.time() - started
+
+    typed, took = asyncio.run(scenario())
+    assert typed == [b"hi", b"\r"] and took < 1.0
 
 
-def test_a_repeated_operation_is_answered_with_its_first_op_and_not_typed() -> None:
-    store = FakeStore()
-    first, again = prompt(store, "P1", "P1")[0]
-    assert first == {"accepted": True, "seq": 1}
-    assert again["duplicate"] is True and again["seq"] == 1 and again["op"]["id"] == "P1"
-    assert prompt(store, "P1", instance="i2")[1] == []  # nor does a later supervisor's
+def test_a_submit_key_waits_for_the_echo_at_most_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(keyboard, "ECHO_WAIT_S", 0.1)
+
+    async def scenario() -> tuple[list[bytes], float, list[bool]]:
+        sup = FakeSupervisor(submit_delay=0.01)
+        sup.term.echo = False  # a TUI that never shows what it was given
+        board = board_of(sup)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        typing = asyncio.ensure_future(
+            board.on_type(NODE, {"seq": 1, "data": {"input": "prompt", "text": "hello"}})
+        )
+        await asyncio.sleep(0.05)
+        during = [board.typing, sup.agent.typed == [b"hello"]]
+        await typing
+        return sup.agent.typed, loop.time() - started, [*during, board.typing]
+
+    typed, took, typing = asyncio.run(scenario())
+    assert typed == [b"hello", b"\r"] and 0.1 <= took < 1.0
+    assert typing == [True, True, False]  # session.screen's ``accepting`` while it types

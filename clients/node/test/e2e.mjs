@@ -84,6 +84,8 @@ async function main() {
   check(second.seq > lastSeq, "second prompt after the recorded seq", { second, lastSeq });
   const repeat = await b.prompt(rid, SECOND, { op }); // the same operation id: answered, not typed again
   check(repeat.duplicate === true && repeat.seq === second.seq && repeat.op?.id === op, "repeated op", repeat);
+  check(repeat.record === rid && repeat.op?.record === rid && repeat.op?.method === "session.prompt",
+    "a repeat names the first operation's record and method", repeat);
   await waitScreen(b, rid, `echo: ${SECOND}`);
   const renamed = await b.rename(rid, RENAMED);
   check(renamed.name === RENAMED, "renamed", renamed);

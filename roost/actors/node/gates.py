@@ -46,7 +46,7 @@ class Gate:
         if not isinstance(generation, int) or not isinstance(instance, str):
             return None
         state = body.get("state")
-        if state not in STATES:
+        if not isinstance(state, str) or state not in STATES:
             state = "open" if body.get("gate") is True else "hold"
         return cls(
             generation,
@@ -92,8 +92,13 @@ def refusal(gate: Gate | None, record_id: str) -> RoostError:
             "a turn is already running in this session",
             {**detail, "turn": gate.turn or None, "accepting": False},
         )
-    if gate.state == "refused" and gate.code:
-        return RoostError(gate.code, gate.message, {**detail, **dict(gate.detail)})
+    if gate.state == "refused" and gate.code:  # a code this node may not know: as it came
+        error = {
+            "code": gate.code,
+            "message": gate.message,
+            "detail": {**detail, **dict(gate.detail)},
+        }
+        return RoostError.from_body(error)
     return RoostError("session-not-live", "the session is ending", detail)
 
 
@@ -125,6 +130,11 @@ class Gates:
             self._gates.pop(record_id, None)
         else:
             self._gates[record_id] = gate
+        if (changed := self._changed.pop(record_id, None)) is not None:
+            changed.set()
+
+    def wake(self, record_id: str) -> None:
+        """Whatever waits for the record's gate looks again (room was made for input)."""
         if (changed := self._changed.pop(record_id, None)) is not None:
             changed.set()
 

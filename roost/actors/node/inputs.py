@@ -117,6 +117,7 @@ class Inputs:
         self._locks = KeyedLocks()  # one input of a record at a time
         self._queues: dict[str, collections.deque[_Typed]] = {}
         self._delivering: dict[str, asyncio.Task[None]] = {}
+        self._typing: dict[str, tuple[_Typed, asyncio.Future[bool]]] = {}  # the call in flight
         self._waiting: dict[str, int] = {}  # record -> bytes committed, not handed over yet
         self._eids = itertools.count(1)
         self._prefix = f"node:{os.urandom(6).hex()}:"
@@ -175,20 +176,29 @@ class Inputs:
             self.gates.put(record_id, Gate(gate.generation, gate.instance, "hold", "delivery"))
 
     def follow(self, record: r.Record) -> None:
-        """A record as the node now knows it: once it is no longer live in the generation and
-        instance its hand-overs were for (its supervisor gone, stopped or replaced), nothing more
-        is handed to that supervisor and nothing waits for its gate."""
+        """A record as the node now knows it: what was committed for a supervisor that is no
+        longer the record's live one (lost, stopped, replaced by a new generation) is handed to
+        it no more, and nothing waits for its gate."""
         active = record.active or {}
-        live = record.state in (r.LIVE, r.ATTENTION)
+        ending = record.state not in (r.STARTING, r.LIVE, r.ATTENTION)
+        live = None if ending else active.get("generation", record.generation)
         gate = self.gates.get_any(record.id)
-        if gate is not None and (not live or self.gates.get(record.id, active) is None):
+        instance = active.get("instance")
+        if gate is not None and (gate.generation != live or instance not in (None, gate.instance)):
             self.gates.put(record.id, Gate(gate.generation, gate.instance, "closed"))
         queue = self._queues.get(record.id)
-        if queue and (not live or queue[0].generation != active.get("generation")):
-            task = self._delivering.get(record.id)
-            if task is not None:
-                log.warning("input-not-typed", record=record.id, left=len(queue), why="gone")
-                task.cancel()
+        stale = [t for t in queue or () if t.generation != live]
+        if not stale or queue is None:
+            return
+        log.warning("input-not-typed", record=record.id, left=len(stale), why="supervisor gone")
+        kept = [t for t in queue if t.generation == live]
+        for typed in stale:
+            self._waiting[record.id] -= typed.size
+        queue.clear()
+        queue.extend(kept)
+        attempt = self._typing.get(record.id)
+        if attempt is not None and attempt[0].generation != live:
+            attempt[1].cancel()  # the call in flight to the gone supervisor
 
     async def _open(self, record: r.Record, active: dict[str, Any], size: int) -> Gate:
         """The record's gate once it is open for input of ``size`` bytes; waits (bounded) while
@@ -272,18 +282,24 @@ class Inputs:
         """A stream-mode turn: begun (the turn, its event and its operation in one transaction),
         then handed over to run. The gate is busy from now on: one turn at a time."""
         generation, turn_id = int(active["generation"]), new_turn_id()
-        self.gates.put(record.id, Gate(gate.generation, gate.instance, "busy", turn=turn_id))
+        busy = Gate(gate.generation, gate.instance, "busy", turn=turn_id)
+        self.gates.put(record.id, busy)
+
+        def unbusy() -> None:  # nothing was begun: the gate as it was, unless it was said since
+            if self.gates.get_any(record.id) == busy:
+                self.gates.put(record.id, gate)
+
         body = begin_body(record.id, generation, self._eid(f"turn:{turn_id}"), turn_id, text, h.op)
         self.committing += 1
         try:
             accepted = await begin_turn(self.peer, body)
         except BaseException:
-            self.gates.put(record.id, gate)  # nothing was begun
+            unbusy()
             raise
         finally:
             self.committing -= 1
         if accepted.get("duplicate"):
-            self.gates.put(record.id, gate)  # nothing was begun
+            unbusy()
             first = accepted.get("op") or {}
             turn = (first.get("result") or {}).get("turn")
             if isinstance(turn, str) and first.get("record") == record.id:
@@ -291,7 +307,7 @@ class Inputs:
             return {"accepted": True, "duplicate": True, **accepted}
         reply = {"accepted": True, "turn": turn_id, "seq": accepted.get("seq")}
         if accepted.get("state", "running") != "running":
-            self.gates.put(record.id, gate)
+            unbusy()
             return reply  # committed by an attempt whose reply was lost, and ended since
         self.committed += 1
         run = _Typed(generation, "session.run", {"turn": turn_id, "text": text}, 0)
@@ -312,12 +328,24 @@ class Inputs:
 
     async def _deliver(self, record_id: str) -> None:
         queue = self._queues[record_id]
+        this = asyncio.current_task()
         try:
             while queue:
                 typed = queue[0]
-                if await self._type(record_id, typed):
+                attempt = asyncio.ensure_future(self._type(record_id, typed))
+                self._typing[record_id] = (typed, attempt)
+                try:
+                    done = await attempt
+                except asyncio.CancelledError:
+                    if this is not None and this.cancelling():
+                        raise
+                    done = False  # dropped by ``follow``: its supervisor is gone
+                finally:
+                    self._typing.pop(record_id, None)
+                if done and queue and queue[0] is typed:
                     queue.popleft()
                     self._waiting[record_id] -= typed.size
+                self.gates.wake(record_id)  # room for input that waits for it
         finally:
             self._queues.pop(record_id, None)
             self._waiting.pop(record_id, None)

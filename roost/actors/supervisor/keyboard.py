@@ -65,7 +65,8 @@ class Keyboard:
         self.typed: set[int] = set()  # seqs past the floor typed by this supervisor
         self.caught_up = asyncio.Event()
         self.caught_up.set()  # nothing to catch up on before the gate first opens
-        self._gating: asyncio.Task[None] | None = None
+        self._flooring: asyncio.Task[None] | None = None  # reading the floor (first opening)
+        self._verdict: asyncio.Task[None] | None = None  # waiting for a resume's verdict
 
     def handlers(self) -> dict[str, Any]:
         return {"session.type": self.on_type}
@@ -173,9 +174,11 @@ class Keyboard:
         sup = self.sup
         if sup.exit is not None:
             return {"state": "closed"}
+        agent = sup.agent
+        if agent is not None and sup.checks.pending:
+            return {"state": "hold", "why": "resume"}
         if not sup.peer.registered.is_set() or not self.caught_up.is_set() or self.floor is None:
             return {"state": "hold", "why": "catch-up"}
-        agent = sup.agent
         if agent is None:  # stream mode: the node may begin the next turn when none runs
             turns = sup.turns
             if turns is None or turns.closing:
@@ -187,10 +190,8 @@ class Keyboard:
             if turns.refusal is not None:  # what asking for the next turn's command answered
                 return {"state": "refused", **turns.refusal.to_body()}
             return {"state": "open"}
-        if sup.checks.pending:
-            return {"state": "hold", "why": "resume"}
         if agent.pending >= INPUT_PENDING_MAX:
-            return {"state": "full", "pending": agent.pending}
+            return {"state": "full"}
         secret = withheld(sup.classification)
         return {"state": "open", "withhold": secret} if secret else {"state": "open"}
 
@@ -204,9 +205,9 @@ class Keyboard:
         if self.floor is None and sup.agent is None:
             self.floor = 0  # stream mode: a catch-up asks for the latest turn, not the log
         registered = sup.peer.registered.is_set()
-        if self.floor is None and sup.exit is None and registered and self._gating is None:
+        if self.floor is None and sup.exit is None and registered and self._flooring is None:
             # the first opening: where a catch-up would start
-            self._gating = asyncio.get_running_loop().create_task(self._first_open())
+            self._flooring = asyncio.get_running_loop().create_task(self._first_open())
         state = self.gate_state()
         if state == self.gate or not sup.peer.registered.is_set():
             return
@@ -223,14 +224,14 @@ class Keyboard:
         )
 
     def _wake_on_verdict(self) -> None:
-        if self._gating is None:
-            self._gating = asyncio.get_running_loop().create_task(self._after_verdict())
+        if self._verdict is None:
+            self._verdict = asyncio.get_running_loop().create_task(self._after_verdict())
 
     async def _after_verdict(self) -> None:
         try:
             await self.sup.checks.settled_verdict()
         finally:
-            self._gating = None
+            self._verdict = None
         self.update_gate()
 
     async def _first_open(self) -> None:
@@ -249,7 +250,7 @@ class Keyboard:
                 except RoostError:
                     await asyncio.sleep(CATCH_UP_RETRY_S)
         finally:
-            self._gating = None
+            self._flooring = None
         self.update_gate()
 
     def registration_lost(self) -> None:

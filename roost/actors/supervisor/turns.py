@@ -31,6 +31,7 @@ from roost.broker.errors import TRANSIENT, RoostError
 log = structlog.get_logger("roost.turns")
 CHUNK = 65536
 PLAN_FRESH_S = 60.0  # a prefetched plan older than this is asked again (the config may change)
+REFUSED_RETRY_S = 10.0  # a plan refused for good is asked again this much later
 
 
 def _quiet(task: asyncio.Task[Any]) -> None:
@@ -177,8 +178,14 @@ class TurnRunner:
             return
         err = task.exception()
         self.refusal = err if isinstance(err, RoostError) and err.code not in TRANSIENT else None
+        if self.refusal is not None:  # asked again in a while: what refused may have changed
+            asyncio.get_running_loop().call_later(REFUSED_RETRY_S, self._ask_again, task)
         if self.on_idle is not None:
             self.on_idle()
+
+    def _ask_again(self, refused: asyncio.Task[dict[str, Any]]) -> None:
+        if self._plan is not None and self._plan[2] is refused and self.running is None:
+            self.prefetch()
 
     def _plan_for(self, text: str) -> dict[str, Any] | None:
         """The prefetched plan with ``text`` in it, if it was answered for this turn (same
