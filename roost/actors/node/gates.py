@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roost.broker.errors import RoostError
+from roost.broker.limits import INPUT_PENDING_MAX
 
 HOLD_WAIT_S = 6.0  # input waits this long for a held gate (a verdict, a catch-up) to open
 FULL_WAIT_S = 5.0  # and this long for an agent to read what it was given
@@ -84,7 +85,7 @@ def refusal(gate: Gate | None, record_id: str) -> RoostError:
         return RoostError(
             "agent-not-reading",
             "input given before still waits for the agent to read it; nothing was accepted",
-            detail,
+            {**detail, "limit": INPUT_PENDING_MAX},
         )
     if gate.state == "busy":
         return RoostError(

@@ -230,6 +230,8 @@ class Supervisor:
             return
         self.identity = self.spec["provider_session"] = provider_session
         self.report("node.session.identity", {"provider_session": provider_session})
+        if self.turns is not None:  # the next turn resumes it: its command is asked again
+            self.turns.relearnt()
 
     # -- requests ------------------------------------------------------------------------------
 

@@ -183,6 +183,13 @@ class TurnRunner:
         if self.on_idle is not None:
             self.on_idle()
 
+    def relearnt(self) -> None:
+        """The provider session id became known: what the next turn runs is asked again (a
+        refusal for want of it holds no more)."""
+        self.refusal = None
+        if self.running is None:
+            self.prefetch()
+
     def _ask_again(self, refused: asyncio.Task[dict[str, Any]]) -> None:
         if self._plan is not None and self._plan[2] is refused and self.running is None:
             self.prefetch()
