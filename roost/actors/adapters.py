@@ -231,8 +231,10 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         )
         actors.append(AdapterActor(adapter, peer, cfg))
     watch_lifeline(args.lifeline, stop.set)
-    await run_until(stop, *(a.peer.run() for a in actors))
-    ctx.destroy(0)
+    try:  # one actor's link crashing ends the host; the daemon starts a new one
+        await run_until(stop, *((a.peer.address, a.peer.run()) for a in actors))
+    finally:
+        ctx.destroy(0)
 
 
 def main() -> None:

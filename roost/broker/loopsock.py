@@ -14,7 +14,10 @@ Sends never block. On a socket made with ``queue=0`` (the broker's), ``send`` sa
 message went (True), the peer has gone (False: EHOSTUNREACH from a ROUTER_MANDATORY socket) or
 its pipe is full (None). With ``queue=N`` (an actor's), a message that meets a full pipe waits,
 in order with those after it, up to N of them, and goes out as the pipe drains; past N, messages
-are shed and ``shedding`` says so until the queue is half empty again.
+are shed and ``shedding`` says so until the queue is half empty again. The pipe's "room again"
+is a signal on the same descriptor, which the drain's receives may consume: so a drain that
+leaves a queue behind asks the socket (``ZMQ_EVENTS``) whether it can send (or receive) now,
+and goes on if it can.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ BATCH = 256  # messages per drain before the loop runs its other work
 # ~2 us. So the first few receives of a drain are asked first; a long run ends on EAGAIN.
 POLL_FIRST = 4
 POLLIN = int(zmq.POLLIN)
+POLLOUT = int(zmq.POLLOUT)
 
 Frames = Sequence[bytes | zmq.Frame]
 OnMessage = Callable[[list[zmq.Frame]], None]
@@ -116,10 +120,23 @@ class LoopSocket:
         try:
             if self._queue:
                 self._flush()
-            if self._drain() and self._loop is not None:
+            more = self._drain()
+            if not more and self._queue and self._loop is not None:
+                # the drain may have taken the signal that the pipe has room again: ask (which
+                # takes any signal left too, so a message just in counts as well)
+                more = bool(self._events() & (POLLIN | POLLOUT))
+            if more and self._loop is not None:
                 self._schedule()  # more may be waiting: let the loop run other work first
         finally:
             self._draining = False
+
+    def _events(self) -> int:
+        """What the socket can do now (``ZMQ_EVENTS``: ``POLLIN``, ``POLLOUT``)."""
+        try:
+            events = self.sock.getsockopt(zmq.EVENTS)
+        except zmq.ZMQError:  # closed under us (shutdown)
+            return 0
+        return events if isinstance(events, int) else 0
 
     def _drain(self) -> bool:
         """Receive up to BATCH messages; True when the batch ran out before the socket did."""

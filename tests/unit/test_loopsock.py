@@ -99,3 +99,46 @@ def test_send_says_gone_or_full_without_blocking(ctx: zmq.Context[Any]) -> None:
             sock.close()
 
     asyncio.run(main())
+
+
+def test_a_queue_still_flushes_when_a_receive_took_the_signal_that_the_pipe_drained(
+    ctx: zmq.Context[Any],
+) -> None:
+    """The pipe's "writable again" is a command on the socket's descriptor like any other, and a
+    receive consumes it as readily as a send: a queue that met a full pipe still goes out when the
+    pipe drained while the socket was being read. Here the handler of the one message that comes
+    in reads the far end, so the signal that the pipe has room arrives in the middle of a drain."""
+
+    async def main() -> None:
+        router: zmq.Socket[Any] = ctx.socket(zmq.ROUTER)
+        router.setsockopt(zmq.RCVHWM, 1)
+        router.bind("inproc://drained")
+        got: list[bytes] = []
+
+        def read_far_end(frames: list[zmq.Frame]) -> None:
+            while router.poll(0):
+                got.append(router.recv_multipart()[-1])
+
+        dealer: zmq.Socket[Any] = ctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.SNDHWM, 1)
+        dealer.setsockopt(zmq.ROUTING_ID, b"\x01dealer")
+        dealer.connect("inproc://drained")
+        served = LoopSocket(dealer, read_far_end, queue=100)
+        served.start()
+        n = 0
+        while served.queued < 10:  # the pipe is full: these sends wait in the queue
+            assert served.send([str(n).encode()]) is True
+            n += 1
+        await asyncio.sleep(0)  # the drain the sends scheduled: the pipe is still full
+        assert served.queued == 10
+        router.send_multipart([b"\x01dealer", b"read the far end"])
+
+        def all_arrived() -> bool:
+            read_far_end([])  # the far end goes on reading
+            return len(got) == n
+
+        await until(all_arrived, "the queued messages to go out")
+        assert got == [str(i).encode() for i in range(n)] and served.queued == 0
+        served.close()
+
+    asyncio.run(main())

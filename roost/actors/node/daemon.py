@@ -38,7 +38,7 @@ from roost.actors.runtime.children import Child
 from roost.actors.runtime.endpoints import network_endpoint
 from roost.actors.runtime.lock import StateLock
 from roost.actors.runtime.peer import Peer
-from roost.actors.runtime.process import announce, run_until_stopped, setup_logging
+from roost.actors.runtime.process import Tasks, announce, run_until_stopped, setup_logging
 from roost.adapters.settings import binary
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError, write_refused
@@ -107,6 +107,7 @@ class Daemon:
         self.launcher: Launcher | None = None  # the sessions', once running
         self.hub = hub
         self.link: HubLink | None = None
+        self.tasks = Tasks()  # serve's, once running
 
     def _exited(self, prefix: str) -> None:
         """A child actor's process exited: forget it now, and fail the node's calls to it now
@@ -221,15 +222,15 @@ class Daemon:
         restorer = Restorer(peer, sessions, self.config.restore_pause()[0], self.registered)
         node = NodeActor(peer, sessions, self.status, stop.set, self.registered, restorer)
         self.broker.tap("state", TURN_TOPIC, node.turn_event)  # a turn's end, as it is published
-        tasks = [
-            asyncio.create_task(t)
-            for t in (
-                self.broker.run(),
-                peer.run(),
-                restorer.run(),
-                *(c.run() for c in self.children),
-            )
-        ]
+        # Every task here is essential: one that crashes (logged task-crashed) stops the node as
+        # node.shutdown would, and main exits with CRASHED for the service manager to start it
+        # again (the supervisors outlive it and re-attach), rather than serve on without it.
+        self.tasks = tasks = Tasks(on_crash=lambda _: stop.set())
+        tasks.start(self.broker.run(), "broker")
+        tasks.start(peer.run(), "node-peer")
+        tasks.start(restorer.run(), "restorer")
+        for child in self.children:
+            tasks.start(child.run(), f"child/{child.name}")
         if self.hub is not None:
             self.link = HubLink(
                 self.ctx,
@@ -239,7 +240,7 @@ class Daemon:
                 {p.OPERATOR: self.token, p.OBSERVER: self.broker.config.observer_token},
                 self.incarnation,
             )
-            tasks.append(asyncio.create_task(self.link.run()))
+            tasks.start(self.link.run(), "hub-link")
         try:
             await self._wait_ready(peer)
             await self._started(peer)
@@ -249,22 +250,22 @@ class Daemon:
             self.failed = True
             stop.set()
         else:
-            tasks.append(asyncio.create_task(node.sweep.run()))
-            tasks.append(asyncio.create_task(self._notifier(peer).run()))
+            tasks.start(node.sweep.run(), "sweep")
+            tasks.start(self._notifier(peer).run(), "notifier")
             announce({"ready": {**self.status(), "restore": restoring.to_wire()}})
             log.info("node-serving", node_id=self.node_id, incarnation=self.incarnation)
         await stop.wait()
-        log.info("node-stopping")
+        log.info("node-stopping", crashed=tasks.failure.name if tasks.failure else None)
         await node.inputs.drain()  # what the node accepted, typed before it goes
         clear_node_info(self.state_dir, os.getpid())
         for child in self.children:
             await child.stop()
         await launcher.close()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await tasks.cancel()
         self.broker.close()
         self.ctx.destroy(0)
+        if tasks.failure is not None:
+            raise tasks.failure  # run_until_stopped: exit status CRASHED
 
     async def _restore(self, node: NodeActor, restorer: Restorer) -> Batch:
         """The first sweep, before ready: records whose supervisor died with the machine become
@@ -307,6 +308,8 @@ class Daemon:
                 raise RoostError("unavailable", "the node's actors did not start in time")
             if any(c.health == "failed" for c in self.children):
                 raise RoostError("unavailable", "a node actor failed to start")
+            if self.tasks.failure is not None:
+                raise RoostError("internal", f"the node's {self.tasks.failure.name} crashed")
             await asyncio.sleep(0.05)
         await peer.call("state", "state.open", {})
 

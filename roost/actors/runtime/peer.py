@@ -122,8 +122,9 @@ class Peer:
                 self.registered.clear()
                 if self.refused is not None:  # back off, so a refusal is no loop every second
                     await asyncio.sleep(self.refused["retry_in_s"])
-        finally:
+        finally:  # cancelled, or crashed (a supervisor starts its link again: not registered)
             self._close_socket()
+            self.registered.clear()
             for task in list(self._tasks):
                 task.cancel()
 

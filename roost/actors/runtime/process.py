@@ -3,6 +3,13 @@
 A child the node owns (state store, adapter host) holds the read end of a pipe whose write end
 only the node holds; when the node dies, for any reason, the child reads EOF and exits, so a
 restarted node never finds a second writer on its database.
+
+Every long-lived task of a process has an owner (``Tasks``): one that ends with an exception is
+logged at once (``task-crashed``, with its name and traceback) and either started again (a
+supervisor's loops, within a restart limit) or ends the process, which exits with ``CRASHED``
+for its parent to restart (the daemon's ``Child`` policy for the state store and the adapter
+host; the service manager, or whoever started it, for the daemon and the hub). No task dies
+silently while the rest of the process goes on answering.
 """
 
 from __future__ import annotations
@@ -17,12 +24,21 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
+
+from roost.actors.runtime.children import RestartPolicy, decide
+
+log = structlog.get_logger("roost.process")
+
+# The exit status of a process one of whose essential tasks crashed (sysexits' EX_SOFTWARE):
+# non-zero, so a parent or service manager that restarts on failure restarts it.
+CRASHED = 70
 
 
 @dataclass(frozen=True)
@@ -161,7 +177,8 @@ def watch_lifeline(fd: int | None, on_lost: Callable[[], None]) -> None:
 
 
 def run_until_stopped(main: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> None:
-    """Run ``main(stop)`` where ``stop`` is set by SIGTERM/SIGINT."""
+    """Run ``main(stop)`` where ``stop`` is set by SIGTERM/SIGINT; a ``TaskCrashed`` out of it
+    (logged already) exits the process with ``CRASHED``."""
 
     async def runner() -> None:
         stop = asyncio.Event()
@@ -171,16 +188,116 @@ def run_until_stopped(main: Callable[[asyncio.Event], Coroutine[Any, Any, None]]
                 loop.add_signal_handler(sig, stop.set)
         await main(stop)
 
-    asyncio.run(runner())
+    try:
+        asyncio.run(runner())
+    except TaskCrashed:
+        raise SystemExit(CRASHED) from None
 
 
-async def run_until(stop: asyncio.Event, *coros: Coroutine[Any, Any, Any]) -> None:
-    """Run ``coros`` as tasks until ``stop`` is set, then cancel and await them all."""
-    tasks = [asyncio.create_task(c) for c in coros]
-    await stop.wait()
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+class TaskCrashed(Exception):
+    """A long-lived task ended with an exception (``error``), or kept doing so past its
+    restart limit."""
+
+    def __init__(self, name: str, error: BaseException) -> None:
+        super().__init__(f"task {name} crashed: {error!r}")
+        self.name, self.error = name, error
+
+
+Factory = Callable[[], Coroutine[Any, Any, Any]]
+
+
+class Tasks:
+    """The long-lived tasks of a process, and their owner. A task that returns has ended as it
+    may (a child given up on, a feature that is off); one that ends with an exception is logged
+    at once as ``task-crashed`` and, for ``keep``, started again after the ``decide`` back-off
+    (the intensity limit of the node's children) or, for ``start`` and past that limit,
+    recorded as ``failure`` and reported to ``on_crash`` (the process then stops: see
+    ``run_until``)."""
+
+    def __init__(self, on_crash: Callable[[TaskCrashed], None] | None = None) -> None:
+        self.on_crash = on_crash
+        self.failure: TaskCrashed | None = None  # the first crash that was not restarted
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._clock = time.monotonic
+
+    def start(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]:
+        """Run ``coro``; its crash ends the process (named after the coroutine's function)."""
+        task = asyncio.create_task(coro, name=name or getattr(coro, "__qualname__", repr(coro)))
+        self._own(task)
+        return task
+
+    def keep(
+        self, factory: Factory, name: str, policy: RestartPolicy | None = None
+    ) -> asyncio.Task[Any]:
+        """Run ``factory()`` and, each time it crashes, a fresh ``factory()`` again, within
+        ``policy``'s limit; past it the crash is a ``start`` task's."""
+        task = asyncio.create_task(self._restarting(factory, name, policy or RestartPolicy()))
+        task.set_name(name)
+        self._own(task)
+        return task
+
+    async def _restarting(self, factory: Factory, name: str, policy: RestartPolicy) -> None:
+        restarts: list[float] = []
+        while True:
+            try:
+                await factory()
+                return
+            except Exception as exc:
+                delay = decide(restarts, self._clock(), policy)
+                _crashed(name, exc, restart_in=delay)
+                if delay is None:
+                    raise TaskCrashed(name, exc) from exc
+            await asyncio.sleep(delay)
+            restarts.append(self._clock())
+
+    def _own(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.append(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled() or (error := task.exception()) is None:
+            return
+        if isinstance(error, TaskCrashed):  # a kept task past its limit: logged as it crashed
+            crash = error
+        else:
+            crash = TaskCrashed(task.get_name(), error)
+            _crashed(crash.name, error)
+        if self.failure is None:
+            self.failure = crash
+        if self.on_crash is not None:
+            self.on_crash(crash)
+
+    async def cancel(self) -> None:
+        """Cancel every task and wait for them to end."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _crashed(name: str, error: BaseException, **extra: Any) -> None:
+    log.error("task-crashed", task=name, error=repr(error), exc_info=error, **extra)
+
+
+Named = Coroutine[Any, Any, Any] | tuple[str, Coroutine[Any, Any, Any]]
+
+
+async def run_until(stop: asyncio.Event, *coros: Named) -> None:
+    """Run ``coros`` (each named after its function, or given as ``(name, coroutine)``) as
+    tasks until ``stop`` is set, or one of them crashes; then cancel and await them all, and
+    raise that crash (``TaskCrashed``: ``run_until_stopped`` exits with ``CRASHED``), so the
+    process's parent restarts it rather than it serving on without that task."""
+    tasks = Tasks(on_crash=lambda _: stop.set())
+    for coro in coros:
+        if isinstance(coro, tuple):
+            tasks.start(coro[1], coro[0])
+        else:
+            tasks.start(coro)
+    try:
+        await stop.wait()
+    finally:
+        await tasks.cancel()
+    if tasks.failure is not None:
+        raise tasks.failure
 
 
 def child_args(

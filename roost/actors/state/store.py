@@ -410,9 +410,11 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     )
     store = StateStore(conn, peer, keep)
     watch_lifeline(args.lifeline, stop.set)
-    await run_until(stop, peer.run(), store.writer(), store.trimmer())
-    conn.close()
-    ctx.destroy(0)
+    try:  # a crashed writer (or trimmer, or link) ends the store; the daemon starts a new one
+        await run_until(stop, peer.run(), store.writer(), store.trimmer())
+    finally:
+        conn.close()
+        ctx.destroy(0)
 
 
 def main() -> None:

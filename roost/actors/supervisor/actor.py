@@ -26,7 +26,12 @@ import zmq.asyncio
 
 from roost import __version__
 from roost.actors.runtime.peer import Peer
-from roost.actors.runtime.process import SUPERVISOR_LOG, run_until_stopped, setup_logging
+from roost.actors.runtime.process import (
+    SUPERVISOR_LOG,
+    Tasks,
+    run_until_stopped,
+    setup_logging,
+)
 from roost.actors.supervisor import probe
 from roost.actors.supervisor.checks import IdentityAndResume
 from roost.actors.supervisor.classifying import ScreenClassifier
@@ -54,6 +59,7 @@ class Supervisor:
 
     def __init__(self, spec: dict[str, Any], peer: Peer, stop: asyncio.Event) -> None:
         self.spec, self.peer, self._stop = spec, peer, stop
+        self.tasks = Tasks(on_crash=lambda _: stop.set())  # its long-lived ones: see serve
         self.record_id: str = spec["record_id"]
         self.generation: int = spec["generation"]
         self.instance_id: str = spec["instance_id"]
@@ -138,7 +144,7 @@ class Supervisor:
         self.snapshot()
         self.checks.on_exit()
         self.keyboard.update_gate()
-        self._finishing = asyncio.get_running_loop().create_task(self._report_exit(status))
+        self._finishing = self.tasks.start(self._report_exit(status), "finish")
 
     async def _report_exit(self, status: ExitStatus) -> None:
         """The exit, after a pending resume's verdict (a CLI that gave up the resume at once)."""
@@ -302,7 +308,7 @@ class Supervisor:
         if self.agent is None:  # stream mode: the supervisor's end is the session's exit
             self.exit = ExitStatus(0, None)
             self.snapshot()
-            self._finishing = asyncio.get_running_loop().create_task(self._finish())
+            self._finishing = self.tasks.start(self._finish(), "finish")
         # no waiting for the outbox here: the node holds the record while it awaits this reply
         assert self.exit is not None
         return {"exit": self.exit.to_wire()}
@@ -331,7 +337,17 @@ async def serve(spec: dict[str, Any], stop: asyncio.Event) -> None:
         },
     )
     supervisor = Supervisor(spec, peer, stop)
-    tasks = [asyncio.create_task(peer.run()), asyncio.create_task(supervisor.outbox.run())]
+    # This process holds the agent's terminal: were it to exit, the agent would die with it,
+    # and with it whatever the agent was in the middle of. So its two loops, the link to the
+    # broker and the outbox to the node, are started again when they crash (each crash logged
+    # as task-crashed with its traceback; the back-off and limit of the node's own children):
+    # a fresh link says hello and re-attaches, and the outbox's entries stay queued (and on
+    # disk) for the next try. Only past the limit does the supervisor stop (the agent with it,
+    # as on session.stop) and exit non-zero, and the node's loss handling makes the record
+    # dormant (resumable), rather than the agent running on unheard of.
+    tasks = supervisor.tasks
+    tasks.keep(peer.run, "link")
+    tasks.keep(supervisor.outbox.run, "outbox")
     try:
         supervisor.launch()
     except RoostError as err:
@@ -352,12 +368,12 @@ async def serve(spec: dict[str, Any], stop: asyncio.Event) -> None:
     await supervisor.shutdown(grace=2.0)
     supervisor.classifier.close()
     supervisor.fanout.close()
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await tasks.cancel()
     supervisor.transcript.close()
     supervisor.outbox.close()
     ctx.destroy(0)
+    if tasks.failure is not None:
+        raise tasks.failure  # run_until_stopped: exit status CRASHED
 
 
 def main() -> None:
