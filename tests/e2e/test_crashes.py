@@ -126,8 +126,10 @@ def test_a_supervisor_killed_makes_its_record_dormant_and_nothing_else(node: Nod
 
 def test_a_turn_whose_supervisor_died_is_interrupted_never_replayed(node: Node) -> None:
     node.up()
+    # each line of a turn 2 s apart: the SIGKILL below comes long before the turn's output, even
+    # on a loaded machine (at 400 ms, two CLI calls under load outlasted it)
     rec = node.run(
-        "spawn", "echo", "--name", "s", "--mode", "stream", "--env", "ROOST_ECHO_DELAY_MS=400"
+        "spawn", "echo", "--name", "s", "--mode", "stream", "--env", "ROOST_ECHO_DELAY_MS=2000"
     )["record"]
     node.run("turn", "s", "first", "--wait")
     history = _session_file(node, rec).read_bytes()
