@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 
 from roost.actors.runtime.children import RestartPolicy
-from roost.actors.runtime.process import CRASHED, TaskCrashed, Tasks, run_until
+from roost.actors.runtime.process import CRASHED, TaskCrashed, Tasks, logged_crash, run_until
 
 QUICK = RestartPolicy(max_restarts=2, window=60.0, backoff_base=0.001, backoff_max=0.01)
 
@@ -172,3 +172,22 @@ def test_a_process_whose_task_crashed_exits_non_zero_with_the_crash_in_its_log(
     [line] = [x for x in lines if x["event"] == "task-crashed"]
     assert line["task"] == "writer" and line["error"] == "RuntimeError('disk on fire')"
     assert "Traceback" in line["exception"] and "disk on fire" in line["exception"]
+
+
+def test_a_short_lived_tasks_crash_is_logged_not_left_unretrieved() -> None:
+    async def main() -> list[dict[str, Any]]:
+        with structlog.testing.capture_logs() as logs:
+            crashed = asyncio.create_task(_crashes(), name="hand-over r1")
+            crashed.add_done_callback(logged_crash)
+            fine = asyncio.create_task(asyncio.sleep(0), name="fine")
+            fine.add_done_callback(logged_crash)
+            cancelled = asyncio.create_task(asyncio.sleep(10), name="cancelled")
+            cancelled.add_done_callback(logged_crash)
+            cancelled.cancel()
+            await asyncio.wait({crashed, fine, cancelled})
+            await asyncio.sleep(0)  # the done callbacks run
+        return logs
+
+    logs = asyncio.run(main())
+    assert [(e["event"], e["task"]) for e in logs] == [("task-crashed", "hand-over r1")]
+    assert "the writer broke" in logs[0]["error"]

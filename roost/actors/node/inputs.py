@@ -46,6 +46,7 @@ from roost.actors.node.gates import FULL_WAIT_S, HOLD_WAIT_S, Gate, Gates, refus
 from roost.actors.node.sessions import Sessions
 from roost.actors.runtime.keyed import KeyedLocks
 from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.process import logged_crash
 from roost.actors.state import records as r
 from roost.adapters.base import key_names
 from roost.broker import fields as f
@@ -323,7 +324,10 @@ class Inputs:
             queue.append(typed)
             return
         self._queues[record_id] = collections.deque([typed])
-        task = asyncio.get_running_loop().create_task(self._deliver(record_id))
+        task = asyncio.get_running_loop().create_task(
+            self._deliver(record_id), name=f"hand-over {record_id}"
+        )
+        task.add_done_callback(logged_crash)  # what it held is lost: a bug, said loudly
         self._delivering[record_id] = task
 
     async def _deliver(self, record_id: str) -> None:

@@ -278,6 +278,13 @@ def _crashed(name: str, error: BaseException, **extra: Any) -> None:
     log.error("task-crashed", task=name, error=repr(error), exc_info=error, **extra)
 
 
+def logged_crash(task: asyncio.Task[Any]) -> None:
+    """A done callback for a short-lived task: its crash is logged (``task-crashed``), never
+    left to asyncio's "exception was never retrieved"."""
+    if not task.cancelled() and (error := task.exception()) is not None:
+        _crashed(task.get_name(), error)
+
+
 Named = Coroutine[Any, Any, Any] | tuple[str, Coroutine[Any, Any, Any]]
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import structlog
 
+from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor.host import Session
 from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.adapters.base import KEYS, key_names
@@ -208,6 +209,7 @@ class Keyboard:
         if self.floor is None and sup.exit is None and registered and self._flooring is None:
             # the first opening: where a catch-up would start
             self._flooring = asyncio.get_running_loop().create_task(self._first_open())
+            self._flooring.add_done_callback(logged_crash)
         state = self.gate_state()
         if state == self.gate or not sup.peer.registered.is_set():
             return
@@ -226,6 +228,7 @@ class Keyboard:
     def _wake_on_verdict(self) -> None:
         if self._verdict is None:
             self._verdict = asyncio.get_running_loop().create_task(self._after_verdict())
+            self._verdict.add_done_callback(logged_crash)
 
     async def _after_verdict(self) -> None:
         try:

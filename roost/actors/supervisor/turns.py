@@ -24,6 +24,7 @@ import structlog
 
 from roost.actors.runtime.lines import LINE_CAP, Lines
 from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor.outbox import Outbox
 from roost.actors.supervisor.terminal import Terminal, Transcript
 from roost.broker.errors import TRANSIENT, RoostError
@@ -120,6 +121,7 @@ class TurnRunner:
             self._end(turn_id, None, "stopped")
             return {"started": False}
         self._task = asyncio.get_running_loop().create_task(self._run(turn_id, text, plan))
+        self._task.add_done_callback(logged_crash)
         return {"started": True}
 
     async def adopt(self, turn_id: str, generation: int) -> dict[str, Any]:
@@ -350,6 +352,7 @@ class TurnRunner:
         if self.on_idle is not None:
             loop = asyncio.get_running_loop()
             self._idle_task = loop.create_task(self._idle_after_delivery())
+            self._idle_task.add_done_callback(logged_crash)
 
     async def _idle_after_delivery(self) -> None:
         """Once the ended turn's entries are delivered, the gate may open again."""
