@@ -1,10 +1,12 @@
 """The actor runtime (runtime.peer), against a raw ROUTER standing in for the broker: a peer
 whose pipe is full queues its sends in order instead of dropping them; it pings only a broker
-that wants pings; it says hello again, under its own routing id, after a reconnect."""
+that wants pings; it says hello again, under its own routing id, after a reconnect; it keeps a
+connection that is slow to be made, and leaves a made one that falls silent within 3 beats."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -206,5 +208,142 @@ def test_a_reconnect_says_hello_again_under_the_same_routing_id(
                 second.close(0)
         finally:
             await _stop(peer, task)
+
+    asyncio.run(main())
+
+
+async def _stalling_proxy(upstream: str, stall: float, conns: list[float]) -> asyncio.Server:
+    """A TCP proxy to ``upstream`` (tcp://host:port) that holds each connection ``stall``
+    seconds before it passes anything on, either way: a connection slow to be made, as over a
+    slow lossy link. ``conns`` gets the time each connection came."""
+    host, port = upstream[len("tcp://") :].rsplit(":", 1)
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := await reader.read(65536):
+                writer.write(chunk)
+                await writer.drain()
+        writer.close()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conns.append(asyncio.get_running_loop().time())
+        await asyncio.sleep(stall)
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0)
+
+
+def test_a_connection_slow_to_be_made_is_not_started_over(ctx: zmq.asyncio.Context) -> None:
+    """The connection takes 6 beats to be made (3 beats is the silence after which a peer
+    starts over): the peer keeps it and registers on it. Counting those beats from the socket's
+    opening, it started over every 3 beats with a fresh socket and never registered."""
+
+    async def main() -> None:
+        router = _router(ctx, "tcp://127.0.0.1:0")
+        conns: list[float] = []
+        proxy = await _stalling_proxy(router.getsockopt_string(zmq.LAST_ENDPOINT), 0.6, conns)
+        port = proxy.sockets[0].getsockname()[1]
+        peer = Peer(ctx, f"tcp://127.0.0.1:{port}", "far", "t", incarnation="i1", heartbeat=0.1)
+        task = asyncio.create_task(peer.run())
+        try:
+            frames = await asyncio.wait_for(router.recv_multipart(), 10)
+            assert p.Header.decode(frames[1]).kind == p.HELLO
+            await _hello_reply(router, frames[0], pings=True)
+            await asyncio.wait_for(peer.registered.wait(), 10)
+            assert len(conns) == 1, f"{len(conns)} connections: the peer started over"
+        finally:
+            await _stop(peer, task)
+            proxy.close()
+            router.close(0)
+
+    asyncio.run(main())
+
+
+def test_a_silent_broker_on_a_made_connection_is_left_within_3_beats(
+    ctx: zmq.asyncio.Context,
+) -> None:
+    """Registered with a broker that wants pings, which then stops answering them (its
+    connection stays): the peer gives that socket up after 3 beats without a pong and says hello
+    from a fresh one."""
+
+    async def main() -> None:
+        router = _router(ctx, "tcp://127.0.0.1:0")
+        endpoint = router.getsockopt_string(zmq.LAST_ENDPOINT)
+        peer = Peer(ctx, endpoint, "watched", "t", incarnation="i1", heartbeat=0.1)
+        task = asyncio.create_task(peer.run())
+        loop = asyncio.get_running_loop()
+        try:
+            frames = await asyncio.wait_for(router.recv_multipart(), 10)
+            first = frames[0]
+            await _hello_reply(router, first, pings=True)
+            await asyncio.wait_for(peer.registered.wait(), 10)
+            silent_since = loop.time()
+            while True:  # the pings go unanswered
+                got = await _next_kind(router, 10)
+                assert got is not None, "neither a ping nor a new hello"
+                if got[1] == p.HELLO:
+                    break
+                assert got == (first, p.PING)
+            took = loop.time() - silent_since
+            assert got[0] != first  # a fresh socket: a new routing id
+            assert 0.3 <= took < 1.5, took  # 3 beats, plus one beat and the loop's slack
+        finally:
+            await _stop(peer, task)
+            router.close(0)
+
+    asyncio.run(main())
+
+
+async def _zap(ctx: zmq.asyncio.Context, refuse: int, asked: list[int]) -> None:
+    """The broker's ZAP handler: refuses the first ``refuse`` CURVE handshakes, then allows."""
+    sock = ctx.socket(zmq.REP)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.bind("inproc://zeromq.zap.01")
+    try:
+        while True:
+            frames = await sock.recv_multipart()
+            asked.append(len(asked) + 1)
+            allowed = len(asked) > refuse
+            status = [b"200", b"OK", b"node"] if allowed else [b"400", b"not allowed", b""]
+            await sock.send_multipart([b"1.0", frames[1], *status, b""])
+    finally:
+        sock.close(0)
+
+
+def test_a_refused_handshake_is_tried_again_on_a_fresh_socket(ctx: zmq.asyncio.Context) -> None:
+    """A broker that refuses the peer's CURVE key (libzmq then never connects that socket again)
+    and allows it later: the peer starts over with a fresh socket every 3 beats, and registers
+    once the key is allowed."""
+
+    async def main() -> None:
+        asked: list[int] = []
+        zap = asyncio.create_task(_zap(ctx, 2, asked))
+        await asyncio.sleep(0)  # bound before the broker's first handshake
+        server_public, server_secret = zmq.curve_keypair()
+        public, secret = zmq.curve_keypair()
+        router = ctx.socket(zmq.ROUTER)
+        router.setsockopt(zmq.LINGER, 0)
+        router.setsockopt(zmq.CURVE_SERVER, 1)
+        router.setsockopt(zmq.CURVE_SECRETKEY, server_secret)
+        port = router.bind_to_random_port("tcp://127.0.0.1")
+        keys: dict[int, Any] = {
+            zmq.CURVE_SERVERKEY: server_public,
+            zmq.CURVE_PUBLICKEY: public,
+            zmq.CURVE_SECRETKEY: secret,
+        }
+        endpoint = f"tcp://127.0.0.1:{port}"
+        peer = Peer(ctx, endpoint, "n/node", "", incarnation="i1", heartbeat=0.1, sockopts=keys)
+        task = asyncio.create_task(peer.run())
+        try:
+            frames = await asyncio.wait_for(router.recv_multipart(), 10)
+            assert p.Header.decode(frames[1]).kind == p.HELLO
+            assert asked == [1, 2, 3]  # refused twice, each time from a fresh socket
+            await _hello_reply(router, frames[0], pings=True)
+            await asyncio.wait_for(peer.registered.wait(), 10)
+        finally:
+            await _stop(peer, task)
+            zap.cancel()
+            router.close(0)
 
     asyncio.run(main())

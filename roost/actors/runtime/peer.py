@@ -14,6 +14,16 @@ peer says hello again; ``on_registered`` callbacks re-announce the actor. Python
 them (one that predates the ZMTP heartbeats, or a hub that re-checks a link's key at each
 message): a peer that hears no pong for 3 beats, or hears ``registered: false`` or a new broker
 incarnation, reconnects with a fresh socket and says hello again.
+
+Those 3 beats count from the handshake: while the connection is being made (TCP connect, the
+ZMTP greeting, the CURVE handshake: several round trips, each lost packet one more TCP
+retransmission) the peer keeps its socket and leaves it to libzmq, which gives a connect up
+after CONNECT_TIMEOUT and a handshake after HANDSHAKE_IVL (``runtime.dealer``) and tries again.
+A fresh socket would only start the same connection over from the beginning; on a link slow
+enough that it needs more than 3 s, every try would be cut short, and the peer never register.
+Only when libzmq has given the socket up (a connection closed with no retry to follow: a
+handshake the broker refused, such as a CURVE key it does not allow) does the peer start over
+with a fresh one after those 3 beats.
 """
 
 from __future__ import annotations
@@ -100,6 +110,8 @@ class Peer:
         self._reconnect = asyncio.Event()  # set: this socket is done, open a fresh one
         self._pinging = asyncio.Event()  # set while pings are due (see the module docstring)
         self._handshakes = 0  # on this socket; after the first, each one says hello again
+        self._ready = False  # the connection completed its handshake (a local link always has)
+        self._retrying = False  # libzmq is making a connection, or will try again
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -139,6 +151,8 @@ class Peer:
     def _open(self) -> None:
         self._close_socket()
         self._handshakes = 0
+        self._ready = self._link is not None
+        self._retrying = True
         self._pinging.set()
         if self._link is not None:
             self._sock = self._link.attach(self._on_frames)
@@ -185,21 +199,35 @@ class Peer:
             await asyncio.sleep(self._beat)
             if not self._pinging.is_set():
                 continue
-            if loop.time() - self._last_pong > self._beat * DEAD_AFTER_BEATS:
+            silent = loop.time() - self._last_pong > self._beat * DEAD_AFTER_BEATS
+            if not self._ready:  # no connection made (yet)
+                if silent:
+                    log.info("broker-silent", address=self.address, handshake=False)
+                    if not self._retrying:  # libzmq gave this socket up: start over
+                        return
+                    self._last_pong = loop.time()  # connecting: said again every 3 beats
+                continue
+            if silent:
                 log.info("broker-silent", address=self.address)
                 return
             self._send(p.Header(kind=p.PING), {})
 
     def _on_event(self, frames: list[zmq.Frame]) -> None:
-        """The socket monitor: the connection dropped (ZMTP heartbeats, or the broker's end
-        closed), or a new connection completed its handshake."""
+        """The socket monitor: the connection dropped (ZMTP heartbeats, the broker's end closed,
+        or its handshake failed), libzmq will connect again, or a new connection completed its
+        handshake."""
         event = dealer.event(frames)
         if event == zmq.EVENT_DISCONNECTED:
             if self.registered.is_set():
                 log.info("broker-disconnected", address=self.address)
+            self._ready = self._retrying = False  # until libzmq says it tries again
             self.registered.clear()
             self._pinging.set()
+        elif event == zmq.EVENT_CONNECT_RETRIED:
+            self._retrying = True
         elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self._ready = True
+            self._last_pong = asyncio.get_running_loop().time()  # the hello's 3 beats start now
             self._handshakes += 1
             if self._handshakes > 1:  # a reconnect: the broker may be a new one, or forgot us
                 self._hello()
