@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +176,7 @@ def test_a_process_whose_task_crashed_exits_non_zero_with_the_crash_in_its_log(
 
 
 def test_a_short_lived_tasks_crash_is_logged_not_left_unretrieved() -> None:
-    async def main() -> list[dict[str, Any]]:
+    async def main() -> list[MutableMapping[str, Any]]:
         with structlog.testing.capture_logs() as logs:
             crashed = asyncio.create_task(_crashes(), name="hand-over r1")
             crashed.add_done_callback(logged_crash)
