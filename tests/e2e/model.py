@@ -598,7 +598,12 @@ class Checker:
                 continue
             if out == "duplicate":
                 self._duplicate(r, owner)
-            elif out == "refused" and owner.method == r.method and owner.record == r.record:
+            elif (
+                out == "refused"
+                and r.code not in IN_DOUBT  # the retry met the outage too: the client repeats it
+                and owner.method == r.method
+                and owner.record == r.record
+            ):
                 self.bad(
                     "retry-refused",
                     f"{r.describe()}: a retry of {owner.describe()} was refused {r.code} "
@@ -685,6 +690,8 @@ class Checker:
                 repeat = owner is not None and owner.sent < r.sent
                 if r.code in ("session-not-live", "not-found") and r.live is not True:
                     continue
+                if r.code in IN_DOUBT:  # no answer at all (a node or store away): nothing was
+                    continue  # accepted, which the log's check shows (never logged)
                 if repeat and r.code != "bad-request":
                     continue
                 self.bad(
