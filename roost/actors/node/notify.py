@@ -27,6 +27,7 @@ import structlog
 import zmq
 import zmq.asyncio
 
+from roost.actors.runtime.process import logged_crash
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.config import Config
@@ -172,6 +173,7 @@ class Notifier:
         task = asyncio.create_task(self._run(name, argv, stdin, timeout))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
+        task.add_done_callback(logged_crash)
 
     async def _run(self, name: str, argv: list[str], stdin: str, timeout: float) -> None:
         """One command to its end or its timeout; whatever happens is logged, never raised."""

@@ -22,6 +22,7 @@ from roost.actors.node.deaths import Deaths
 from roost.actors.node.launcher import still_running
 from roost.actors.node.loss import settle_orphans
 from roost.actors.node.sessions import Sessions
+from roost.actors.runtime.process import logged_crash
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
 from roost.broker.errors import RoostError
@@ -105,6 +106,7 @@ class Sweep:
             task = asyncio.get_running_loop().create_task(self._confirm(record_id))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(logged_crash)
 
     async def _confirm(self, record_id: str) -> None:
         if self.sessions.locks[record_id].locked():

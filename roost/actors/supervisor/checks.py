@@ -20,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor import probe
 from roost.actors.supervisor.host import Session
 from roost.broker.errors import RoostError
@@ -80,6 +81,7 @@ class IdentityAndResume:
     def _keep(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(logged_crash)
 
     def _context(self) -> dict[str, Any]:
         spec = self.sup.spec

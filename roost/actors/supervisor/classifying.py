@@ -28,6 +28,7 @@ from typing import Any
 
 import structlog
 
+from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor.host import Session
 from roost.broker.errors import RoostError
 
@@ -76,6 +77,7 @@ class ScreenClassifier:
         self._changed_at = now
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._rounds())
+            self._task.add_done_callback(logged_crash)
 
     def close(self) -> None:
         if self._task is not None:

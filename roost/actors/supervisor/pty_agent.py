@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor.pty_backend import ExitStatus, PtyBackend, spawn_pty
 
 log = structlog.get_logger("roost.pty")
@@ -49,6 +50,7 @@ class PtyAgent:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(logged_crash)
 
     @property
     def pid(self) -> int | None:
