@@ -12,6 +12,7 @@ import pytest
 
 from roost.actors.node.gates import Gate, Gates, refusal
 from roost.broker.errors import RoostError
+from roost.broker.limits import INPUT_PENDING_MAX
 
 BODY = {"record": "r1", "generation": 3, "instance": "i3"}
 ACTIVE = {"generation": 3, "instance": "i3"}
@@ -177,7 +178,7 @@ def test_a_gate_forgotten_or_cleared_wakes_its_waiters() -> None:
         (Gate(3, "i3", "hold", why="delivery"), "unavailable", {"record": "r1", "why": "delivery"}),
         (Gate(3, "i3", "hold"), "unavailable", {"record": "r1", "why": ""}),
         (Gate(3, "i3", "hold", why="resume"), "resume-pending", {"record": "r1"}),
-        (Gate(3, "i3", "full"), "agent-not-reading", {"record": "r1"}),
+        (Gate(3, "i3", "full"), "agent-not-reading", {"record": "r1", "limit": INPUT_PENDING_MAX}),
         (
             Gate(3, "i3", "busy", turn="t1"),
             "busy",
