@@ -5,16 +5,22 @@ the node starts them as before, and says so."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 import roost
-from tests.e2e.conftest import Node, alive, sigkill, wait_for
+from tests.e2e.conftest import Node, alive, sigkill, stopped, wait_for
 
 ZYGOTE_ARGV = ["-P", "-m", "roost.actors.supervisor", "--zygote"]
 
@@ -68,6 +74,9 @@ def test_a_forked_supervisor_is_detached_and_holds_nothing_of_the_zygote(
     shown = node.run("node", "status")["actors"]["zygote"]
     assert (shown["health"], shown["pid"]) == ("running", zygote.pid)
     assert os.getsid(pid) == pid and os.getpgid(pid) == pid  # its own session and group
+    # what ps shows: the record it supervises, not the zygote's command line it was forked with
+    assert psutil.Process(pid).cmdline()[:3] == ["roost-supervisor", "--record", pty["id"]]
+    assert psutil.Process(pid).name() == "roost-sup"
     mine, its = descriptors(pid), descriptors(zygote.pid)
     assert [mine[fd] for fd in (0, 1, 2)] == [os.devnull] * 3
     assert not {its[0], its[1]} & set(mine.values())  # not the node's pipes to the zygote
@@ -149,3 +158,79 @@ def test_code_changed_on_disk_is_never_forked(node: Node, tmp_path: Path) -> Non
     for name in ("before", "after", "later"):
         node.run("prompt", name, f"hello {name}")
         node.wait_screen(name, f"echo: hello {name}")
+
+
+def runtime_of(node: Node) -> Path:
+    digest = hashlib.sha256(str(node.state_dir.resolve()).encode()).hexdigest()[:12]
+    return Path(node.env["XDG_RUNTIME_DIR"]) / f"roost-{os.getuid()}" / digest
+
+
+def holding(node: Node, directory: Path) -> psutil.Process | None:
+    """The node's process that has a file under ``directory`` open (a session's supervisor)."""
+    for proc in node.processes():
+        with contextlib.suppress(psutil.Error):
+            if any(f.path.startswith(str(directory)) for f in proc.open_files()):
+                return proc
+    return None
+
+
+@contextlib.contextmanager
+def spawn_as_the_node_dies(node: Node, name: str) -> Iterator[tuple[psutil.Process, str]]:
+    """A spawn of ``name`` in flight when the daemon is SIGKILLed: its launch committed and its
+    fork request in the zygote's pipe, the zygote stopped (SIGSTOP) so that it has not forked
+    yet. Yields the zygote (still stopped) and the record's id."""
+    node.up()
+    zygote = zygote_of(spawn(node, "first")["active"]["pid"])
+    runtime = runtime_of(node)
+    cli = None
+    os.kill(zygote.pid, signal.SIGSTOP)
+    try:
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "roost", "--json", "spawn", "echo", "--name", name],
+            env=node.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for(lambda: list(runtime.glob("spec-*.msgpack")), 15, "the launch's spec file")
+        rid = wait_for(lambda: (rec := node.record(name))["state"] == "starting" and rec["id"], 15)
+        sigkill(node.pid())
+        yield zygote, rid
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(zygote.pid, signal.SIGCONT)
+        if cli is not None:
+            cli.kill()
+            cli.wait(10)
+
+
+def test_a_supervisor_forked_as_the_node_died_is_adopted_by_the_next_node(node: Node) -> None:
+    """The zygote forks the supervisor of a launch whose node has died; the next node knows the
+    launch (its instance was committed before the fork) and adopts the supervisor when it
+    attaches, however late: no session.lost, the same generation and process."""
+    with spawn_as_the_node_dies(node, "b") as (zygote, rid):
+        os.kill(zygote.pid, signal.SIGCONT)  # it reads the request the dead node left
+        runtime = runtime_of(node)
+        wait_for(lambda: not list(runtime.glob("spec-*.msgpack")), 15, "the spec to be read")
+        sup = wait_for(lambda: holding(node, node.state_dir / "sessions" / rid), 15)
+        with stopped(sup.pid):  # it has not attached when the next node comes up
+            node.up()
+            assert node.record("b")["state"] == "starting"
+        rec = wait_for(lambda: (x := node.record("b"))["state"] == "live" and x, 20)
+    assert rec["active"]["pid"] == sup.pid and rec["generation"] == 1
+    kinds = [e["kind"] for e in node.run("events", "--id", rid)["events"]]
+    assert "session.lost" not in kinds, kinds
+    node.run("prompt", "b", "adopted")
+    node.wait_screen("b", "echo: adopted")
+
+
+def test_a_launch_no_supervisor_read_is_withdrawn_by_the_next_node(node: Node) -> None:
+    """The node died before the zygote forked: the next node takes the spec file back (the
+    zygote, let go later, starts nothing from it) and says the launch was interrupted."""
+    with spawn_as_the_node_dies(node, "c") as (zygote, rid):
+        node.up()
+        assert not list(runtime_of(node).glob("spec-*.msgpack"))
+        os.kill(zygote.pid, signal.SIGCONT)
+        wait_for(lambda: not alive(zygote.pid), 10, "the old zygote to exit")
+    events = node.run("events", "--id", rid)["events"]
+    lost = [e["data"]["reason"] for e in events if e["kind"] == "session.lost"]
+    assert lost == ["launch-interrupted"]

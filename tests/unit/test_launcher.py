@@ -37,7 +37,8 @@ def test_the_launcher_uses_the_zygote_and_takes_back_a_spec_in_doubt(tmp_path: P
         mute = launching.Launcher(tmp_path, fake("mute", tmp_path / "log2"))
         mute._popen = popen  # type: ignore[method-assign]
         try:
-            return [await ok.start({"record_id": "r"}), await mute.start({"record_id": "r"})]
+            spec = {"record_id": "r", "instance_id": "i1"}
+            return [await ok.start(ok.prepare(spec)), await mute.start(mute.prepare(spec))]
         finally:
             await ok.close()
             await mute.close()

@@ -16,18 +16,14 @@ from typing import Any
 
 import pytest
 
+from roost.actors.node import sweep as sweeping
 from roost.actors.node.known import KnownRecords
-from roost.actors.node.launcher import process_started
+from roost.actors.node.launcher import Launcher, process_started
 from roost.actors.node.sweep import Sweep
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd here")
-
-
-class FakeLauncher:
-    def reap(self) -> None:
-        return None
 
 
 class FakeSessions:
@@ -37,9 +33,10 @@ class FakeSessions:
         self.rows = {x.id: x for x in rows}
         self.calls: list[str] = []
         self.lost_ids: list[str] = []
+        self.reasons: dict[str, str] = {}
         self.records = KnownRecords(self._call)
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
-        self.launcher, self.peer, self.state_dir = FakeLauncher(), self, tmp
+        self.launcher, self.peer, self.state_dir = Launcher(tmp), self, tmp
 
     async def _call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(method)
@@ -54,8 +51,8 @@ class FakeSessions:
         return await self.records.get(ref)
 
     async def lost(self, record: Record, *, reason: str) -> Record:
-        assert reason == "supervisor-gone"
         self.lost_ids.append(record.id)
+        self.reasons[record.id] = reason
         gone = Record(record.id, None, "echo", "pty", "/", state=r.DORMANT, generation=1)
         return self.records.put(gone)
 
@@ -105,6 +102,46 @@ def test_the_first_sweep_settles_every_active_record_and_returns_what_it_found(
         running.kill()
         running.wait()
     assert found == ["ra", "rb"] and lost == ["ra", "rb"]
+
+
+def launching(rid: str, instance: str) -> Record:
+    """A record whose launch a node that died left in flight: ``starting``, its instance known,
+    no supervisor attached yet."""
+    active = {"record": rid, "generation": 1, "instance": instance}
+    return Record(rid, None, "echo", "pty", "/", state=r.STARTING, generation=1, active=active)
+
+
+def test_a_launch_left_in_flight_is_withdrawn_if_unread_and_else_awaited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spec file still there: taken back, lost at once as ``launch-interrupted``. Read by a
+    supervisor: not lost while it may still attach; lost once ``ATTACH_TIMEOUT`` has passed
+    with no attach; kept once it has registered."""
+    monkeypatch.setattr(sweeping, "ATTACH_TIMEOUT", 0.3)
+    registered: set[str] = set()
+
+    async def scenario() -> tuple[FakeSessions, list[str]]:
+        sessions = FakeSessions(
+            tmp_path, launching("unread", "i1"), launching("read", "i2"), launching("up", "i3")
+        )
+        sessions.launcher.prepare({"instance_id": "i1"})
+        stale = sessions.launcher.prepare({"instance_id": "i0"})  # no record names it
+        os.utime(stale, (0, 0))
+        sweep = Sweep(sessions, lambda: registered)  # type: ignore[arg-type]
+        found = await sweep.sweep(first=True)
+        assert sessions.reasons == {"unread": "launch-interrupted"}
+        assert not list(tmp_path.glob("spec-*"))  # taken back, and the stale one removed
+        registered.add("session/up")
+        await sweep.sweep()
+        assert sessions.lost_ids == ["unread"]  # the read launches may still attach
+        await asyncio.sleep(0.35)
+        await sweep.sweep()
+        sweep.close()
+        return sessions, [x.id for x in found]
+
+    sessions, found = asyncio.run(scenario())
+    assert found == ["unread"]
+    assert sessions.reasons == {"unread": "launch-interrupted", "read": "supervisor-gone"}
 
 
 def test_a_watched_death_is_settled_at_once_and_a_locked_record_waits(tmp_path: Path) -> None:

@@ -5,6 +5,13 @@ file rather than on argv (the spec holds the agent's environment and the node to
 forked by the node's zygote (``zygote.py``) where there is one, else started as an interpreter of
 its own (``start_new_session``), which the node polls so none lingers as a zombie. Either way it
 reads the same spec file and registers the same way.
+
+A launch is two steps, so that it can be made durable in between: ``prepare`` writes the spec
+file, named by the launch's instance, and ``start`` starts the supervisor that reads it. The node
+commits the instance (the record ``starting``) between the two. A node that comes up after its
+predecessor died finds such a launch in one of two states: its spec file still there (no
+supervisor read it: ``withdraw`` takes it back so none ever will), or gone (a supervisor read it
+and is on its way to attach).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -48,10 +56,39 @@ class Launcher:
         self.runtime_dir, self.zygote = runtime_dir, zygote
         self._children: list[subprocess.Popen[bytes]] = []
 
-    async def start(self, spec: dict[str, Any]) -> int | None:
-        """The new supervisor's pid (None: one was forked, its pid comes with its attach)."""
-        path = self.runtime_dir / f"spec-{uuid.uuid4().hex}.msgpack"
+    def spec_path(self, instance: str) -> Path:
+        return self.runtime_dir / f"spec-{instance}.msgpack"
+
+    def prepare(self, spec: dict[str, Any]) -> Path:
+        """Write the launch's spec file (nothing reads it until ``start``)."""
+        path = self.spec_path(spec["instance_id"])
         write_private(path, msgpack.packb(spec, use_bin_type=True))
+        return path
+
+    def withdraw(self, instance: str) -> bool:
+        """Take back a launch's spec file: True when it was still there (no supervisor read it,
+        and none ever will), False when a supervisor has read it (or it never existed)."""
+        back = take_back(self.spec_path(instance))
+        if back is None:
+            return False
+        back.unlink(missing_ok=True)
+        return True
+
+    def sweep_specs(self, older_than: float) -> int:
+        """Remove spec files older than ``older_than`` seconds (launches no supervisor read: a
+        node that died between writing one and committing its launch); how many. They hold the
+        agent's environment and the node's token."""
+        now, removed = time.time(), 0
+        for path in self.runtime_dir.glob("spec-*.msgpack"):
+            with contextlib.suppress(OSError):
+                if now - path.stat().st_mtime > older_than:
+                    path.unlink()
+                    removed += 1
+        return removed
+
+    async def start(self, path: Path) -> int | None:
+        """Start the supervisor of the spec file ``path`` (from ``prepare``): its pid (None: one
+        was forked, its pid comes with its attach)."""
         if self.zygote is not None:
             try:
                 return await self.zygote.fork(path)
@@ -154,8 +191,3 @@ def _proc_stat(pid: int) -> tuple[str, float] | None:
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if LINUX else 100
-
-
-def signal_process(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, sig)

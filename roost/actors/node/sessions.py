@@ -159,21 +159,33 @@ class Sessions:
             latest = await self.peer.call("state", "state.turn.latest", {"record": record.id})
             started = latest["turn"] is not None
         identity = plan.get("provider_session") or record.provider_session
-        starting = await self.update(
-            record,
-            {
-                "state": r.STARTING,
-                "generation": generation,
-                "active": None,
-                "provider_session": identity,
-                "activity": None,
-                "attention": None,
-            },
-            expect=(r.STARTING, r.DORMANT, r.FAILED),
-            events=[
-                {**state_event(record, r.STARTING, resume=bool(resume)), "generation": generation}
-            ],
-        )
+        spec = self._spec(record, plan, env, instance, started, generation, identity)
+        path = self.launcher.prepare(spec)
+        # the launch is durable before any supervisor can exist: a node that comes up after this
+        # one died knows the instance, and adopts its supervisor or withdraws its spec file
+        pending = {"record": record.id, "generation": generation, "instance": instance}
+        try:
+            starting = await self.update(
+                record,
+                {
+                    "state": r.STARTING,
+                    "generation": generation,
+                    "active": pending,
+                    "provider_session": identity,
+                    "activity": None,
+                    "attention": None,
+                },
+                expect=(r.STARTING, r.DORMANT, r.FAILED),
+                events=[
+                    {
+                        **state_event(record, r.STARTING, resume=bool(resume)),
+                        "generation": generation,
+                    }
+                ],
+            )
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
         if identity and identity != record.provider_session:
             await self.peer.call(
                 "state",
@@ -192,7 +204,7 @@ class Sessions:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.attaching[instance] = future
         try:
-            pid = await self.launcher.start(self._spec(starting, plan, env, instance, started))
+            pid = await self.launcher.start(path)
             attached = await asyncio.wait_for(future, ATTACH_TIMEOUT)
         except (TimeoutError, OSError):
             attached = {
@@ -204,6 +216,7 @@ class Sessions:
         finally:
             self.attaching.pop(instance, None)
         if "error" in attached:
+            self.launcher.withdraw(instance)  # a zygote that forks it late starts nothing
             await self._failed(starting, attached["error"], fresh=not resume)
             raise RoostError.from_body(attached["error"])
         active = {
@@ -238,7 +251,7 @@ class Sessions:
         changes: dict[str, Any] = {}
         if fresh and record.name:
             last_exit["name"], changes["name"] = record.name, None
-        await self.set_state(record, r.FAILED, last_exit=last_exit, **changes)
+        await self.set_state(record, r.FAILED, active=None, last_exit=last_exit, **changes)
 
     def _spec(
         self,
@@ -247,10 +260,12 @@ class Sessions:
         env: dict[str, str],
         instance: str,
         resume: bool,
+        generation: int,
+        identity: str | None,
     ) -> dict[str, Any]:
         return {
             "record_id": record.id,
-            "generation": record.generation,
+            "generation": generation,
             "instance_id": instance,
             "provider": record.provider,
             "mode": record.mode,
@@ -264,7 +279,7 @@ class Sessions:
             "endpoint": self.endpoint,
             "token": self._token,
             "session_dir": str(session_dir(self.state_dir, record.id)),
-            "provider_session": record.provider_session,
+            "provider_session": identity,
             "data_dir": str(self.state_dir / "providers" / record.provider),
             "resume": resume,
             "turn_silence_s": plan.get("turn_silence_s"),

@@ -25,7 +25,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,6 +174,31 @@ def watch_lifeline(fd: int | None, on_lost: Callable[[], None]) -> None:
             on_lost()
 
     loop.add_reader(fd, readable)
+
+
+def retitle(words: Sequence[str], name: str) -> bool:
+    """Linux: what ``ps`` shows for this process, for a forked child whose command line is still
+    its parent's: ``name`` as its name (``comm``, 15 bytes at most) and ``words`` as its command
+    line, written over the argument area the kernel shows (``arg_start``..``arg_end`` of
+    ``/proc/self/stat``; cut to its size, the rest zeroed). Python keeps copies of its argv, so
+    nothing reads that memory again. False where it cannot (another system, an older kernel)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+        stat = Path("/proc/self/stat").read_bytes()
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        start, end = int(fields[45]), int(fields[46])  # fields 48 and 49: arg_start, arg_end
+    except (OSError, ValueError, IndexError, AttributeError):
+        return False
+    if not 0 < start < end:
+        return False
+    data = b"\0".join(word.encode() for word in words)[: end - start - 1]
+    ctypes.memmove(start, data.ljust(end - start, b"\0"), end - start)
+    return True
 
 
 def run_until_stopped(main: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> None:

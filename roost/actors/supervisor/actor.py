@@ -29,6 +29,7 @@ from roost.actors.runtime.peer import Peer
 from roost.actors.runtime.process import (
     SUPERVISOR_LOG,
     Tasks,
+    retitle,
     run_until_stopped,
     setup_logging,
 )
@@ -384,12 +385,15 @@ def main() -> None:
     run(Path(parser.parse_args().spec))
 
 
-def run(spec_path: Path) -> None:
+def run(spec_path: Path, *, forked: bool = False) -> None:
     """The supervisor of the launch ``spec_path`` names: read the spec and remove it (before
     anything else: a launch whose spec the node took back never starts), then serve until
-    stopped. The zygote's children start here."""
+    stopped. The zygote's children start here (``forked``: their command line, the zygote's,
+    is replaced by one that names the record)."""
     spec = msgpack.unpackb(spec_path.read_bytes(), raw=False)
     spec_path.unlink()
+    if forked:
+        retitle(("roost-supervisor", "--record", spec["record_id"]), "roost-sup")
     log_file = Path(spec["session_dir"]) / "supervisor.log"
     setup_logging(log_file, f"session/{spec['record_id']}", SUPERVISOR_LOG)
     if sys.platform != "win32":
