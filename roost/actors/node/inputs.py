@@ -126,6 +126,7 @@ class Inputs:
         self.committed = 0  # inputs and turns committed since the node started (node.status)
         self.committing = 0  # commits awaiting the state store now
         self.stopping = False
+        self.refusing = False  # a stop is waiting for the inputs under way: no new ones
 
     def status(self) -> dict[str, int]:
         """``node.status``'s ``inputs``."""
@@ -207,7 +208,7 @@ class Inputs:
         loop = asyncio.get_running_loop()
         started = loop.time()
         while True:
-            if self.stopping:
+            if self.stopping or self.refusing:
                 raise RoostError("unavailable", "the node is stopping; nothing was accepted")
             gate = self.gates.get(record.id, active)
             full = size and self._waiting.get(record.id, 0) >= INPUT_PENDING_MAX
