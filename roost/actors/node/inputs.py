@@ -181,11 +181,9 @@ class Inputs:
         """A record as the node now knows it: what was committed for a supervisor that is no
         longer the record's live one (lost, stopped, replaced by a new generation) is handed to
         it no more, and nothing waits for its gate."""
-        active = record.active or {}
-        ending = record.state not in (r.STARTING, r.LIVE, r.ATTENTION)
-        live = None if ending else active.get("generation", record.generation)
+        live = live_generation(record)
         gate = self.gates.get_any(record.id)
-        instance = active.get("instance")
+        instance = (record.active or {}).get("instance")
         if gate is not None and (gate.generation != live or instance not in (None, gate.instance)):
             self.gates.put(record.id, Gate(gate.generation, gate.instance, "closed"))
         queue = self._queues.get(record.id)
@@ -382,5 +380,13 @@ class Inputs:
             record = await self.sessions.find(record_id)
         except RoostError as err:
             return err.code != "not-found"
-        active = record.active or {}
-        return record.state in (r.LIVE, r.ATTENTION) and active.get("generation") == generation
+        return live_generation(record) == generation
+
+
+def live_generation(record: r.Record) -> int | None:
+    """The generation whose supervisor may take the record's input: the active one while the
+    record is starting, live or in attention; None once it is ending or ended."""
+    if record.state not in (r.STARTING, r.LIVE, r.ATTENTION):
+        return None
+    generation = (record.active or {}).get("generation", record.generation)
+    return generation if isinstance(generation, int) else None
