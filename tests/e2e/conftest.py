@@ -82,10 +82,15 @@ class Node:
         self.env.pop("ROOST_TOKEN", None)
         self.prefix: list[str] = []  # e.g. ["ip", "netns", "exec", NS]: the host it runs on
 
-    def run(self, *args: str, check: bool = True, timeout: float = 60.0) -> dict[str, Any]:
-        """``roost ARGS --json``; returns the document, raises CliError on an error document."""
+    def run(
+        self, *args: str, check: bool = True, timeout: float = 60.0, cwd: Path | None = None
+    ) -> dict[str, Any]:
+        """``roost ARGS --json`` (in ``cwd``, if given); returns the document, raises CliError on
+        an error document. ``-P``: like the installed ``roost`` script, the working directory is
+        not searched for modules."""
         proc = subprocess.run(
-            [*self.prefix, sys.executable, "-m", "roost", "--json", *args],
+            [*self.prefix, sys.executable, "-P", "-m", "roost", "--json", *args],
+            cwd=cwd,
             env=self.env,
             capture_output=True,
             text=True,
