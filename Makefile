@@ -71,7 +71,7 @@ test-real: $(STAMP)
 	bash tests/real/install.sh
 	$(BIN)/pytest -q tests/real
 
-# Issue 12's figures against baselines measured in the same run (bench/README.md); prints one
+# The performance figures against baselines measured in the same run (bench/README.md); prints one
 # table, writes bench/last.json and keeps the table in bench/README.md. Within 10 minutes on two
 # cores; never fails on a figure.
 bench: $(STAMP)

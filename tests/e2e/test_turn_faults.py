@@ -1,6 +1,6 @@
 """Turns under stalls and kills at chosen moments: every accepted turn ends, and ends as it did.
 
-What must hold (DESIGN.md sections 6 and 7, issue 9 findings 1, 3 and 4): a turn whose
+What must hold: a turn whose
 ``state.turn.begin`` call timed out at the supervisor but was committed by the store later still
 ends, and its operation reaches a terminal state; a turn whose provider finished is recorded
 ``completed`` with its result although the state store was killed (or its supervisor was) between
@@ -79,7 +79,7 @@ def _assert_completed(node: Node, turn: str, op: str) -> None:
 def test_a_store_killed_between_result_and_turn_end_keeps_the_result(
     node: Node, tmp_path: Path
 ) -> None:
-    """Finding 3: the end's first delivery meets a stalled store that is then SIGKILLed; the
+    """The end's first delivery meets a stalled store that is then SIGKILLed; the
     retry to the restarted store must still carry the turn's result facts."""
     status = node.up()
     _, directory, release = _held_session(node, tmp_path)
@@ -97,7 +97,7 @@ def test_a_store_killed_between_result_and_turn_end_keeps_the_result(
 
 
 def test_a_supervisor_killed_before_its_turn_end_was_delivered(node: Node, tmp_path: Path) -> None:
-    """Finding 4: the supervisor dies with the turn's end (and a line before it) in its spool,
+    """The supervisor dies with the turn's end (and a line before it) in its spool,
     after the result line was delivered; the node's salvage records the turn as it ended."""
     status = node.up()
     rec, directory, release = _held_session(node, tmp_path)
@@ -121,7 +121,7 @@ def test_a_supervisor_killed_before_its_turn_end_was_delivered(node: Node, tmp_p
 def test_a_supervisor_killed_while_its_provider_had_finished_is_interrupted(
     node: Node, tmp_path: Path
 ) -> None:
-    """Finding 4, the other moment: the result line is delivered, the process has not exited
+    """The other moment: the result line is delivered, the process has not exited
     (no end in the spool) when the supervisor dies. The turn is interrupted, never completed by
     invention, and keeps the result the provider gave."""
     node.up()
@@ -140,7 +140,7 @@ def test_a_supervisor_killed_while_its_provider_had_finished_is_interrupted(
 def test_a_turn_end_left_in_the_spool_of_a_stopped_session_is_delivered(
     node: Node, tmp_path: Path
 ) -> None:
-    """Finding 1, the node's side: the session is stopped (dormant) while its supervisor still
+    """The node's side: the session is stopped (dormant) while its supervisor still
     holds the turn's end undelivered, and the supervisor dies. No supervisor owns the running
     turn any more: the node's sweep delivers the spool, and the turn ends as it did."""
     status = node.up()

@@ -1,7 +1,7 @@
 """Offline stand-in for the vendors' model APIs, on loopback, for driving the real CLIs.
 
 It speaks just enough of three wire protocols for claude, codex and kimi to run end to end
-with no network (PROVIDERS.md section 5); only the model's words are fake:
+with no network; only the model's words are fake:
 
 * Anthropic Messages -- ``POST /v1/messages`` (SSE when ``"stream": true``, else one JSON
   message), ``POST /v1/messages/count_tokens``; claude's start-up preflight ``GET /api/hello``.

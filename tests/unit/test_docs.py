@@ -1,6 +1,6 @@
 """docs/OPERATIONS.md, docs/PROTOCOL.md and README.md name what the code reads and writes.
 
-Issue 9, finding 20: the state directory's files as the code names them are each a row of
+The state directory's files as the code names them are each a row of
 OPERATIONS' "State directory" table; the runtime directory's base is what ``runtime_dir`` uses
 (``tempfile.gettempdir()``, so ``TMPDIR`` first), and both documents say so; every environment
 variable the echo agent reads is documented in OPERATIONS and in README's testing section.
