@@ -52,6 +52,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check roost tests bench
 	$(BIN)/ruff format --check roost tests bench
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/vulture  # dead code; pyproject's [tool.vulture], vulture_whitelist.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from roost.actors.supervisor.outbox import pending
-from roost.broker.client import Client
 from tests.e2e.conftest import Node, log_has, sigkill, stopped, wait_for
 
 ANSWER = "echo: /tool echo kept"
@@ -168,12 +167,6 @@ def _roost(node: Node, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def _accepting(client: Client, record_id: str) -> bool:
-    """The supervisor is accepting a turn now (session.show's ``accepting``)."""
-    shown = client.call("session.show", {"id": record_id, "screen": True}, timeout=10)
-    return shown.get("accepting") is True and shown.get("turn") is None
 
 
 def _running_turns(db: Path) -> list[str]:

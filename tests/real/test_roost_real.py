@@ -15,7 +15,7 @@ import contextlib
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,6 @@ from roost.actors.supervisor import classifying
 from tests.e2e.conftest import Node, log_has, stopped, wait_for
 from tests.fakes.model_api import LONG_END, ModelApi
 from tests.real.harness import MODULES, Cli, base_env, claude_env, codex_env, kimi_env
-
-Setup = Callable[[Path, ModelApi, Path], dict[str, str]]
 
 
 def _env_args(env: dict[str, str]) -> list[str]:
