@@ -140,7 +140,6 @@ KEY_NAMES = (
     "shift-tab",
 )
 
-ROLE_ACTOR = "actor"
 OPERATOR, OBSERVER = "operator", "observer"
 # What an observer may call: reading, listing, events; never a change.
 READ_METHODS = frozenset(

@@ -323,7 +323,7 @@ def stopped(pid: int) -> Iterator[None]:
 
 def assert_resume_failed_before_exit(node: Node, rid: str) -> None:
     """A resume of generation 2 that the CLI gave up by exiting: one ``resume_failed`` verdict,
-    reported before the exit (issue 9 finding 11)."""
+    reported before the exit."""
     later = [e for e in node.run("events", "--id", rid)["events"] if e["generation"] == 2]
     verdicts = [e["data"] for e in later if e["kind"] == "session.resume"]
     assert [(v["outcome"], v["reason"]) for v in verdicts] == [("resume_failed", "exited")], [

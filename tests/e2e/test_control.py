@@ -1,6 +1,6 @@
 """Control under failure: the state store dying, operation ids, claims, and ``node stop``'s busy.
 
-What must hold (DESIGN.md sections 6 and 7): the node restarts its state store within its restart
+What must hold: the node restarts its state store within its restart
 intensity and reports it failed past it; while it is away, requests succeed or answer
 ``unavailable`` and nothing committed is lost; an accepted turn runs to its end whatever happens
 to the client that sent it; a repeated operation id returns the first outcome and does nothing
@@ -349,7 +349,7 @@ def test_claims_refuse_others_fence_old_grants_and_lapse(node: Node) -> None:
 
 
 def test_the_node_lease_guards_node_wide_mutations(node: Node, tmp_path: Path) -> None:
-    """DESIGN.md section 6: a node-wide controller lease guards spawning, workspaces and
+    """A node-wide controller lease guards spawning, workspaces and
     shutdown; sessions' own requests and reading are not affected by it."""
     node.up()
     rid = node.run("spawn", "echo", "--name", "before")["record"]["id"]
