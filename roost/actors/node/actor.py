@@ -29,10 +29,10 @@ from roost.actors.state import records as r
 from roost.actors.state.records import Record
 from roost.actors.supervisor.terminal import read_transcript
 from roost.adapters.base import key_names
-from roost.adapters.registry import PROVIDERS
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.providers import names
 from roost.suggest import close_matches, did_you_mean
 
 log = structlog.get_logger("roost.node")
@@ -280,23 +280,24 @@ class NodeActor:
         provider = f.req_str(body, "provider", max_len=64)
         mode = f.opt_str(body, "mode", max_len=16) or "pty"
         if mode not in r.MODES:
-            raise RoostError("bad-request", "field 'mode' must be pty or stream", {"field": "mode"})
+            must = " or ".join(r.MODES)
+            raise RoostError("bad-request", f"field 'mode' must be {must}", {"field": "mode"})
         name = f.opt_str(body, "name", max_len=128)
         restore = f.opt_str(body, "restore", max_len=16) or r.NEVER
         if restore not in r.RESTORE_POLICIES:
-            raise RoostError(
-                "bad-request", "field 'restore' must be never or resume", {"field": "restore"}
-            )
+            must = " or ".join(r.RESTORE_POLICIES)
+            raise RoostError("bad-request", f"field 'restore' must be {must}", {"field": "restore"})
         env = f.str_map(body, "env")
         rows = f.opt_int(body, "rows", lo=2, hi=1000) or 40
         cols = f.opt_int(body, "cols", lo=2, hi=1000) or 120
-        if provider not in PROVIDERS:
-            hint = did_you_mean(close_matches(provider, PROVIDERS))
+        known = names()
+        if provider not in known:
+            hint = did_you_mean(close_matches(provider, known))
             raise RoostError(
                 "unknown-provider",
                 f"no adapter for provider {provider!r}{'; ' + hint if hint else ''} "
-                f"(known: {', '.join(sorted(PROVIDERS))})",
-                {"provider": provider, "known": sorted(PROVIDERS)},
+                f"(known: {', '.join(sorted(known))})",
+                {"provider": provider, "known": sorted(known)},
             )
         if f"adapter/{provider}" not in self._registered():  # known, but its host is restarting
             raise RoostError(

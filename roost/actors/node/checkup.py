@@ -12,7 +12,7 @@ from typing import Any
 from roost.actors.runtime.peer import Handler, Peer
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
-from roost.config import VENDORS
+from roost.providers import vendors
 
 DOCTOR_TIMEOUT_S = 55.0
 
@@ -27,10 +27,10 @@ async def _one(peer: Peer, provider: str) -> dict[str, Any]:
 
 
 def handler(peer: Peer) -> Handler:
-    """The request handler: ``{"providers": [report, ...]}`` in ``VENDORS`` order."""
+    """The request handler: ``{"providers": [report, ...]}`` in ``vendors()`` order."""
 
     async def doctor(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        found = await asyncio.gather(*(_one(peer, prov) for prov in VENDORS))
+        found = await asyncio.gather(*(_one(peer, prov) for prov in vendors()))
         return {"providers": list(found)}
 
     return doctor

@@ -61,7 +61,8 @@ from roost.broker.locate import (
 from roost.broker.policy import check_node_id
 from roost.broker.registry import Registry
 from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
-from roost.config import VENDORS, Config, config_path, load
+from roost.config import Config, config_path, load
+from roost.providers import built_in, vendors
 
 log = structlog.get_logger("roost.daemon")
 
@@ -152,7 +153,8 @@ class Daemon:
             actors[entry.address]["registered"] = True
         for name in ("state",):
             actors[name]["registered"] = self.broker.registry.lookup(name) is not None
-        for provider in VENDORS:  # an adapter is only as usable as its CLI: say when it is missing
+        # an adapter is only as usable as its CLI: say when it is missing
+        for provider in vendors():
             if f"adapter/{provider}" in actors:
                 actors[f"adapter/{provider}"].update(binary(provider, self.config, os.environ))
         return {
@@ -302,7 +304,8 @@ class Daemon:
 
     async def _wait_ready(self, peer: Peer) -> None:
         deadline = time.monotonic() + READY_TIMEOUT
-        needed = {"state", "adapter/echo"}
+        # the adapter host serves once its built-in adapters (always offered) are registered
+        needed = {"state", *(f"adapter/{name}" for name in built_in())}
         while not needed <= self.registered() or not peer.registered.is_set():
             if time.monotonic() > deadline:
                 raise RoostError("unavailable", "the node's actors did not start in time")

@@ -11,6 +11,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from roost.broker.errors import RoostError
+from roost.providers import MODES as MODES
+from roost.providers import NEVER as NEVER
+from roost.providers import RESTORE_POLICIES as RESTORE_POLICIES
+from roost.providers import RESUME as RESUME
 
 STARTING, LIVE, STOPPING, DORMANT, ATTENTION, FAILED = (
     "starting",
@@ -23,10 +27,6 @@ STARTING, LIVE, STOPPING, DORMANT, ATTENTION, FAILED = (
 STATES = (STARTING, LIVE, STOPPING, DORMANT, ATTENTION, FAILED)
 # States in which a supervisor process may exist for the record.
 ACTIVE_STATES = frozenset({STARTING, LIVE, STOPPING, ATTENTION})
-MODES = ("pty", "stream")
-# What `node up` does with a record that was live when the machine went down (spawn --restore).
-NEVER, RESUME = "never", "resume"
-RESTORE_POLICIES = (NEVER, RESUME)
 
 
 def new_record_id() -> str:
