@@ -3,13 +3,13 @@ names another): provider binaries and their default environment, default spawn o
 restore policy among them), the pause between cold resumes of a restore, notification commands,
 the detach key of ``roost attach``.
 
-A bottom-layer module (it imports nothing of roost but the error type): the CLI reads it for
-``spawn``, ``attach`` and ``config show``; the node for notifications and the restore pause; the
-adapter host for the binary and environment of each launch. Every value knows where it came from
-(``Source``): the built-in default, a line of the file, or an environment variable, which wins
-over the file where one exists today (``ROOST_CLAUDE_BIN``, ``ROOST_CODEX_BIN``,
-``ROOST_KIMI_BIN``). A key the file may not have, or a value of the wrong type, is
-``config-invalid`` naming the key, the file and the line.
+A bottom-layer module (it imports nothing of roost but the error type and the message types):
+the CLI reads it for ``spawn``, ``attach`` and ``config show``; the node for notifications and the
+restore pause; the adapter host for the binary and environment of each launch. Every value knows
+where it came from (``Source``): the built-in default, a line of the file, or an environment
+variable, which wins over the file where one exists today (``ROOST_CLAUDE_BIN``,
+``ROOST_CODEX_BIN``, ``ROOST_KIMI_BIN``). A key the file may not have, or a value of the wrong
+type, is ``config-invalid`` naming the key, the file and the line.
 """
 
 from __future__ import annotations
@@ -20,17 +20,18 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from roost.broker.errors import RoostError
+from roost.broker.messages import Mode, RestorePolicy
 
 CONFIG_ENV = "ROOST_CONFIG"
 PROVIDERS = ("echo", "claude", "codex", "kimi")
 VENDORS = ("claude", "codex", "kimi")
 BIN_ENV = {p: f"ROOST_{p.upper()}_BIN" for p in VENDORS}
 NOTIFY_EVENTS = ("attention", "turn-end", "exit")
-MODES = ("pty", "stream")
-RESTORE_POLICIES = ("never", "resume")  # spawn --restore; roost.actors.state.records has them too
+MODES: tuple[Mode, ...] = get_args(Mode)
+RESTORE_POLICIES: tuple[RestorePolicy, ...] = get_args(RestorePolicy)  # spawn --restore
 RESTORE_PAUSE_S = 2.0  # node.restore_pause_s: between two cold resumes of a restore
 DETACH_DEFAULT = "ctrl-]"
 NOTIFY_TIMEOUT_S = 10.0

@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from roost.actors.node import launcher as launching
+from tests import kit
 from tests.unit.test_zygote_client import asked, fake
 
 
@@ -37,7 +38,7 @@ def test_the_launcher_uses_the_zygote_and_takes_back_a_spec_in_doubt(tmp_path: P
         mute = launching.Launcher(tmp_path, fake("mute", tmp_path / "log2"))
         mute._popen = popen  # type: ignore[method-assign]
         try:
-            spec = {"record_id": "r", "instance_id": "i1"}
+            spec = kit.launch_spec(record_id="r", instance_id="i1")
             return [await ok.start(ok.prepare(spec)), await mute.start(mute.prepare(spec))]
         finally:
             await ok.close()

@@ -16,6 +16,7 @@ from roost.actors.state import records as r
 from roost.actors.state.records import Record
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.broker.messages import Active
 
 
 class FakeSessions:
@@ -61,7 +62,7 @@ class FakeSessions:
 
 
 def live_record() -> Record:
-    active = {"record": "r0123456789", "generation": 1, "instance": "i1", "pid": 10}
+    active: Active = {"record": "r0123456789", "generation": 1, "instance": "i1", "pid": 10}
     return Record("r0123456789", "x", "echo", "pty", "/", state=r.LIVE, generation=1, active=active)
 
 

@@ -22,6 +22,8 @@ from roost.actors.node.launcher import Launcher, process_started
 from roost.actors.node.sweep import Sweep
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
+from roost.broker.messages import Active
+from tests import kit
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd here")
 
@@ -58,7 +60,7 @@ class FakeSessions:
 
 
 def live(rid: str, pid: int | None, created: float) -> Record:
-    active = None if pid is None else {"pid": pid, "started": process_started(pid)}
+    active: Active | None = None if pid is None else {"pid": pid, "started": process_started(pid)}
     return Record(
         rid, None, "echo", "pty", "/", state=r.LIVE, generation=1, active=active, created=created
     )
@@ -107,7 +109,7 @@ def test_the_first_sweep_settles_every_active_record_and_returns_what_it_found(
 def launching(rid: str, instance: str) -> Record:
     """A record whose launch a node that died left in flight: ``starting``, its instance known,
     no supervisor attached yet."""
-    active = {"record": rid, "generation": 1, "instance": instance}
+    active: Active = {"record": rid, "generation": 1, "instance": instance}
     return Record(rid, None, "echo", "pty", "/", state=r.STARTING, generation=1, active=active)
 
 
@@ -124,8 +126,8 @@ def test_a_launch_left_in_flight_is_withdrawn_if_unread_and_else_awaited(
         sessions = FakeSessions(
             tmp_path, launching("unread", "i1"), launching("read", "i2"), launching("up", "i3")
         )
-        sessions.launcher.prepare({"instance_id": "i1"})
-        stale = sessions.launcher.prepare({"instance_id": "i0"})  # no record names it
+        sessions.launcher.prepare(kit.launch_spec(instance_id="i1"))
+        stale = sessions.launcher.prepare(kit.launch_spec(instance_id="i0"))  # no record names it
         os.utime(stale, (0, 0))
         sweep = Sweep(sessions, lambda: registered)  # type: ignore[arg-type]
         found = await sweep.sweep(first=True)

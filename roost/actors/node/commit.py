@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from roost.actors.runtime import eager
-from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.caller import Caller
 from roost.broker.errors import REFUSED, TRANSIENT, RoostError
 
 log = structlog.get_logger("roost.commit")
@@ -89,7 +89,7 @@ async def until_answered(attempt: Callable[[], Awaitable[dict[str, Any]]]) -> di
         await asyncio.sleep(COMMIT_RETRY_S)
 
 
-async def begin_turn(peer: Peer, body: dict[str, Any]) -> dict[str, Any]:
+async def begin_turn(peer: Caller, body: dict[str, Any]) -> dict[str, Any]:
     """``state.turn.begin`` until the store answers. A call that timed out may have been applied,
     so it is repeated with the same turn id, which the store answers once, until the store says
     what became of the turn."""
@@ -121,7 +121,7 @@ class GroupCommit:
     answer for the lot). One input with nothing on its way goes at once, as a plain append.
     Each input keeps ``until_answered``'s rules."""
 
-    def __init__(self, peer: Peer) -> None:
+    def __init__(self, peer: Caller) -> None:
         self.peer = peer
         self._waiting: Waiting = []
         self._sending = False

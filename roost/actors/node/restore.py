@@ -28,7 +28,7 @@ import structlog
 
 from roost.actors.node.known import record_of
 from roost.actors.node.sessions import Sessions
-from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.caller import Caller
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
 from roost.broker import protocol as p
@@ -97,7 +97,7 @@ class Restorer:
 
     def __init__(
         self,
-        peer: Peer,
+        peer: Caller,
         sessions: Sessions,
         pause_s: float,
         registered: Callable[[], Collection[str]],

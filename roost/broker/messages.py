@@ -1,0 +1,147 @@
+"""The shapes of the maps roost's processes pass each other, as docs/PROTOCOL.md describes them.
+
+Types only: ``TypedDict`` and ``Literal`` cost nothing at run time (a ``TypedDict`` is a plain
+``dict``), so a map built from one is the same map on the wire. The closed sets of strings are
+declared here once; the tuples the code tests membership with are derived from them
+(``typing.get_args``), never written out a second time. Every package may import this module: it
+imports nothing of roost.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+# -- closed sets ---------------------------------------------------------------------------------
+
+# A session record's state (PROTOCOL.md section 7, Records).
+RecordState = Literal["starting", "live", "stopping", "dormant", "attention", "failed"]
+# A session's mode: an interactive terminal, or headless turns.
+Mode = Literal["pty", "stream"]
+# What `node up` does with a record that was live when the machine went down (spawn --restore).
+RestorePolicy = Literal["never", "resume"]
+# An adapter's classification of a pty session's screen and processes.
+ClassificationState = Literal["starting", "ready", "busy", "attention", "shell", "exited"]
+# Why an adapter says a session needs a person.
+AttentionReason = Literal[
+    "login",
+    "trust",
+    "api-key",
+    "permission",
+    "picker",
+    "rate-limit",
+    "offline",
+    "update",
+    "question",
+    "resume-unverified",
+]
+# Why the node leaves a session in attention: its supervisor speaks a wire this node does not serve.
+WireReason = Literal["supervisor-outdated", "supervisor-newer"]
+# An adapter's verdict on a resumed pty session.
+ResumeOutcome = Literal["resumed", "attention_required", "retry_fresh", "resume_failed"]
+
+
+# -- the node and its supervisors ----------------------------------------------------------------
+
+
+class LaunchSpec(TypedDict):
+    """What the node writes into a supervisor's spec file, and the supervisor runs."""
+
+    record_id: str
+    generation: int
+    instance_id: str
+    provider: str
+    mode: str
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    rows: int
+    cols: int
+    submit: bytes
+    submit_delay_s: float
+    endpoint: str
+    token: str
+    session_dir: str
+    provider_session: str | None
+    data_dir: str
+    resume: bool
+    turn_silence_s: float | None
+    turn_deadline_s: float | None
+
+
+class Active(TypedDict, total=False):
+    """A record's ``active`` map: its current incarnation while a supervisor is believed to run.
+    While ``starting``, before its supervisor attached, only ``record``, ``generation`` and
+    ``instance``; after a re-attach it may carry more keys."""
+
+    record: str
+    generation: int
+    instance: str
+    pid: int | None
+    agent_pid: int | None
+    started: float | None
+    supervisor: dict[str, Any] | None
+
+
+class Event(TypedDict):
+    """One event of the log, as its writer builds it (``state.events.append``); the state store
+    adds ``seq`` and ``ts``, a supervisor's outbox an ``eid``."""
+
+    kind: str
+    record: NotRequired[str | None]  # absent (or nil) in an event of the node's own
+    generation: NotRequired[int | None]
+    data: dict[str, Any]
+    eid: NotRequired[str]
+    seq: NotRequired[int]
+    ts: NotRequired[float]
+
+
+def event(kind: str, record: str, generation: int, data: dict[str, Any]) -> Event:
+    """An event of ``kind`` about ``record``'s ``generation``. ``data`` is kept as it is, not
+    copied (a caller may add to it before the event is written)."""
+    return {"kind": kind, "record": record, "generation": generation, "data": data}
+
+
+class AppendReply(TypedDict):
+    """``state.events.append``'s answer: the events' sequence numbers, in order (``repeated``:
+    the operation was applied before, these are its first answer's)."""
+
+    seqs: list[int]
+    repeated: NotRequired[bool]
+
+
+class OutboxEntry(TypedDict, total=False):
+    """One entry of a supervisor's outbox (its spool on disk). ``t`` says which: ``events``
+    (``events``), ``line`` (a stream turn's output line: ``turn``, ``stream``, ``line``, ``cut``),
+    ``turn-end`` (``turn``, ``exit``, ``reason``) or ``report`` (a call to the node: ``method``,
+    ``body``). ``n`` (its number) and ``i`` (the spooling instance) are stamped by the outbox."""
+
+    t: Literal["events", "line", "turn-end", "report"]
+    n: int
+    i: str
+    record: str
+    generation: int
+    events: list[dict[str, Any]]  # as the adapter or the supervisor wrote them: the deliverer
+    # stamps each with the entry's record and generation, and an eid
+    turn: str
+    stream: str
+    line: str
+    cut: bool
+    exit: int | None
+    reason: str | None
+    method: str
+    body: dict[str, Any]
+
+
+class TurnPlan(TypedDict, total=False):
+    """An adapter's plan for a process (``adapter.launch``, ``adapter.turn``): its ``argv`` and
+    the environment it adds; ``text_arg``: the index in ``argv`` of a turn's text, when the plan
+    holds for any text; the rest as PROTOCOL.md's adapter section says."""
+
+    argv: list[str]
+    env: dict[str, str]
+    text_arg: int | None
+    provider_session: str | None
+    submit: bytes
+    submit_delay_s: float
+    turn_silence_s: float | None
+    turn_deadline_s: float | None
