@@ -135,10 +135,12 @@ def test_sqlite_failures_map_to_stable_codes() -> None:
     assert integrity.storage_error(_error(sqlite3.SQLITE_ERROR, "SQLITE_ERROR")) is None
 
 
-def test_a_spell_of_refusals_is_logged_once_and_ends_with_room(tmp_path: Path) -> None:
+def test_a_spell_of_refusals_is_logged_once_and_ends_with_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     storage = Storage(tmp_path, clock=lambda: 100.0)
     room = {"free": 0}
-    storage.free = lambda: room["free"]  # type: ignore[method-assign]
+    monkeypatch.setattr(storage, "free", lambda: room["free"])
     full = _error(sqlite3.SQLITE_IOERR, "SQLITE_IOERR_WRITE")  # an I/O error on a full disk
     assert storage.failed(full).code == "storage-full"
     storage.committed()  # a small commit squeezed in: still the same spell
