@@ -81,12 +81,6 @@ def sleeper() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
 
 
-async def until(cond: Any) -> None:
-    async with asyncio.timeout(10):
-        while not cond():
-            await asyncio.sleep(0.01)
-
-
 def test_the_first_sweep_settles_every_active_record_and_returns_what_it_found(
     tmp_path: Path,
 ) -> None:
@@ -165,10 +159,10 @@ def test_a_watched_death_is_settled_at_once_and_a_locked_record_waits(tmp_path: 
         sweep = Sweep(sessions, lambda: {"session/r1", "session/r2"})
         assert await sweep.sweep(first=True) == []
         first.kill()
-        await until(lambda: sessions.lost_ids == ["r1"])  # no sweep ran: the pidfd said so
+        await kit.until(lambda: sessions.lost_ids == ["r1"])  # no sweep ran: the pidfd said so
         async with sessions.locks["r2"]:  # a stop, say, holds it while the supervisor dies
             second.kill()
-            await until(lambda: "r2" in sweep.suspects)
+            await kit.until(lambda: "r2" in sweep.suspects)
             await asyncio.sleep(0)
             assert sessions.lost_ids == ["r1"]
         await sweep.sweep()
