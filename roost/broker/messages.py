@@ -102,11 +102,14 @@ def event(kind: str, record: str, generation: int, data: dict[str, Any]) -> Even
 
 
 class AppendReply(TypedDict):
-    """``state.events.append``'s answer: the events' sequence numbers, in order (``repeated``:
-    the operation was applied before, these are its first answer's)."""
+    """``state.events.append``'s answer: the events' sequence numbers, in order. ``repeated``:
+    these events (by ``eid``) were appended before; ``duplicate``: the operation (``op``, as it
+    was first stored) was applied before, and ``seqs`` are its first answer's."""
 
     seqs: list[int]
     repeated: NotRequired[bool]
+    duplicate: NotRequired[bool]
+    op: NotRequired[dict[str, Any]]
 
 
 class OutboxEntry(TypedDict, total=False):

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
 from roost.actors.runtime import eager
 from roost.actors.runtime.caller import Caller
 from roost.broker.errors import REFUSED, TRANSIENT, RoostError
+from roost.broker.messages import AppendReply, Event
 
 log = structlog.get_logger("roost.commit")
 
@@ -36,7 +37,7 @@ def input_body(
     record: str, generation: int, data: dict[str, Any], eid: str, op: str, method: str
 ) -> dict[str, Any]:
     """``state.events.append``'s body for typed input: its event and its operation."""
-    event = {
+    event: Event = {
         "kind": "session.input",
         "record": record,
         "generation": generation,
@@ -128,8 +129,9 @@ class GroupCommit:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.sent = 0  # requests to the state store (node.status inputs.commit_requests)
 
-    async def commit(self, body: dict[str, Any]) -> dict[str, Any]:
-        return await until_answered(lambda: self._once(body))
+    async def commit(self, body: dict[str, Any]) -> AppendReply:
+        """``state.events.append`` of ``body``, grouped with what else waits."""
+        return cast(AppendReply, await until_answered(lambda: self._once(body)))
 
     def _once(self, body: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()

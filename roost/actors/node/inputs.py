@@ -266,7 +266,8 @@ class Inputs:
             committed = await self._group.commit(body)
         finally:
             self.committing -= 1
-        seq = (committed.get("seqs") or [None])[0]
+        seqs = committed.get("seqs")
+        seq = seqs[0] if seqs else None
         if committed.get("duplicate"):
             first = committed.get("op") or {}
             if isinstance(seq, int) and first.get("record") == record.id:
