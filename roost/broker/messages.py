@@ -1,19 +1,19 @@
 """The shapes of the maps roost's processes pass each other, as docs/PROTOCOL.md describes them.
 
-Types only: ``TypedDict`` and ``Literal`` cost nothing at run time (a ``TypedDict`` is a plain
-``dict``), so a map built from one is the same map on the wire. The closed sets of strings are
-declared here once; the tuples the code tests membership with are derived from them
-(``typing.get_args``), never written out a second time. Every package may import this module: it
-imports nothing of roost.
+Types for the checker: a map a ``TypedDict`` describes is a plain ``dict`` at run time, the same
+map on the wire (``event`` builds one; nothing else here runs on a message's way). The closed sets
+of strings are declared here once; the tuples the code tests membership with are derived from
+them (``typing.get_args``), never written out a second time. Every package may import this
+module: it imports nothing of roost.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: a TypedDict's field types are then objects made
+# once at import, rather than strings that typing compiles one by one (ForwardRef).
 from typing import Any, Literal, NotRequired, TypedDict
 
 # -- closed sets ---------------------------------------------------------------------------------
 
-# A session record's state (PROTOCOL.md section 7, Records).
+# A session record's state (PROTOCOL.md section 8, Records and states).
 RecordState = Literal["starting", "live", "stopping", "dormant", "attention", "failed"]
 # A session's mode: an interactive terminal, or headless turns.
 Mode = Literal["pty", "stream"]
@@ -50,7 +50,7 @@ class LaunchSpec(TypedDict):
     generation: int
     instance_id: str
     provider: str
-    mode: str
+    mode: Mode
     argv: list[str]
     cwd: str
     env: dict[str, str]
@@ -83,11 +83,11 @@ class Active(TypedDict, total=False):
 
 
 class Event(TypedDict):
-    """One event of the log, as its writer builds it (``state.events.append``); the state store
-    adds ``seq`` and ``ts``, a supervisor's outbox an ``eid``."""
+    """One event of the log, as its writer builds it (``state.events.append``); ``eid``: the
+    writer's id for it (a repeat is appended once); the log adds ``seq`` and ``ts``."""
 
     kind: str
-    record: NotRequired[str | None]  # absent (or nil) in an event of the node's own
+    record: NotRequired[str | None]  # absent in the node's own events (node.started)
     generation: NotRequired[int | None]
     data: dict[str, Any]
     eid: NotRequired[str]
@@ -136,9 +136,10 @@ class OutboxEntry(TypedDict, total=False):
 
 
 class TurnPlan(TypedDict, total=False):
-    """An adapter's plan for a process (``adapter.launch``, ``adapter.turn``): its ``argv`` and
-    the environment it adds; ``text_arg``: the index in ``argv`` of a turn's text, when the plan
-    holds for any text; the rest as PROTOCOL.md's adapter section says."""
+    """An adapter's plan for a process (``adapter.launch``, ``adapter.turn``; PROTOCOL.md section
+    9): its ``argv`` and the environment it adds; ``text_arg``: the index in ``argv`` that takes a
+    turn's text, in a plan asked for any text; ``submit``, ``submit_delay_s`` and the turn
+    deadlines only in ``adapter.launch``'s."""
 
     argv: list[str]
     env: dict[str, str]

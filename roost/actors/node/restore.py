@@ -31,6 +31,7 @@ from roost.actors.node.sessions import Sessions
 from roost.actors.runtime.caller import Caller
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
+from roost.broker import messages as msg
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 
@@ -192,18 +193,18 @@ class Restorer:
     async def _report(
         self, batch: Batch, record: Record, result: dict[str, Any], remaining: int
     ) -> None:
-        event = {
-            "kind": "record.restored",
-            "record": record.id,
-            "generation": record.generation,
-            "data": {
+        event = msg.event(
+            "record.restored",
+            record.id,
+            record.generation,
+            {
                 "batch": batch.id,
                 "trigger": batch.trigger,
                 "name": record.name,
                 **result,
                 "remaining": remaining,
             },
-        }
+        )
         await self.peer.call("state", "state.events.append", {"events": [event]})
 
 
