@@ -89,10 +89,11 @@ class Event(TypedDict):
     kind: str
     record: NotRequired[str | None]  # absent in the node's own events (node.started)
     generation: NotRequired[int | None]
-    data: dict[str, Any]
+    data: NotRequired[dict[str, Any]]  # the store writes {} for one without
     eid: NotRequired[str]
     seq: NotRequired[int]
     ts: NotRequired[float]
+    duplicate: NotRequired[bool]  # the store's append found its eid in the log: not written
 
 
 def event(kind: str, record: str, generation: int, data: dict[str, Any]) -> Event:

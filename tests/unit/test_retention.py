@@ -17,6 +17,7 @@ from roost.actors.state.store import StateStore
 from roost.broker import limits
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.broker.messages import Event
 from tests import kit
 
 
@@ -27,9 +28,12 @@ def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
     connection.close()
 
 
-def fill(conn: sqlite3.Connection, n: int, **event: Any) -> list[int]:
+def fill(conn: sqlite3.Connection, n: int, record: str | None = None) -> list[int]:
     conn.execute("BEGIN")
-    seqs = [db.append_event(conn, {"kind": "node.started", **event})["seq"] for _ in range(n)]
+    event: Event = (
+        {"kind": "node.started"} if record is None else {"kind": "node.started", "record": record}
+    )
+    seqs = [db.append_event(conn, event)["seq"] for _ in range(n)]
     conn.execute("COMMIT")
     return seqs
 
@@ -222,7 +226,7 @@ def test_an_idle_store_s_trimmer_does_not_write_until_events_come(
         steps: list[int] = []
         step = store.trim_step
 
-        def counted() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def counted() -> tuple[dict[str, Any], list[Event]]:
             steps.append(len(steps))
             return step()
 
@@ -234,7 +238,7 @@ def test_an_idle_store_s_trimmer_does_not_write_until_events_come(
                     await asyncio.sleep(0.01)
                 await asyncio.sleep(0.3)  # thirty periods: nothing was committed, no step
                 assert len(steps) == 1
-                event = {"kind": "session.input", "record": "r1", "data": {}}
+                event: Event = {"kind": "session.input", "record": "r1", "data": {}}
                 await store.write(lambda: ({}, store.append([event])))
                 while len(steps) < 2:
                     await asyncio.sleep(0.01)
