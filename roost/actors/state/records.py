@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, get_args
 
 from roost.broker.errors import RoostError
-from roost.broker.messages import Active, Mode, RecordState, RestorePolicy
+from roost.broker.messages import Active, ClassificationState, Mode, RecordState, RestorePolicy
 
 STATES: tuple[RecordState, ...] = get_args(RecordState)
 STARTING, LIVE, STOPPING, DORMANT, ATTENTION, FAILED = STATES
@@ -41,7 +41,7 @@ class Record:
     generation: int = 0
     provider_session: str | None = None
     active: Active | None = None
-    activity: str | None = None
+    activity: ClassificationState | None = None
     attention: str | None = None
     last_exit: dict[str, Any] | None = None
     restore_policy: RestorePolicy = NEVER
