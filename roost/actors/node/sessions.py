@@ -361,7 +361,11 @@ class Sessions:
 
     async def forget(self, record: Record) -> Record:
         r.check_forget(record)
-        event = {"kind": "record.forgotten", "record": record.id, "data": {"name": record.name}}
+        event: Event = {
+            "kind": "record.forgotten",
+            "record": record.id,
+            "data": {"name": record.name},
+        }
         async with self.records.writing(record.id):
             reply = await self.peer.call(
                 "state",
