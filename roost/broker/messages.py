@@ -82,6 +82,16 @@ class Active(TypedDict, total=False):
     supervisor: dict[str, Any] | None
 
 
+class Worktree(TypedDict):
+    """A record's ``worktree`` (spawn ``--worktree``): the repository, the worktree's directory,
+    its branch and the commit it was branched from."""
+
+    repo: str
+    path: str
+    branch: str
+    base: str
+
+
 class Event(TypedDict):
     """One event of the log, as its writer builds it (``state.events.append``); ``eid``: the
     writer's id for it (a repeat is appended once); the log adds ``seq`` and ``ts``."""

@@ -11,7 +11,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, get_args
 
 from roost.broker.errors import RoostError
-from roost.broker.messages import Active, ClassificationState, Mode, RecordState, RestorePolicy
+from roost.broker.messages import (
+    Active,
+    ClassificationState,
+    Mode,
+    RecordState,
+    RestorePolicy,
+    Worktree,
+)
 
 STATES: tuple[RecordState, ...] = get_args(RecordState)
 STARTING, LIVE, STOPPING, DORMANT, ATTENTION, FAILED = STATES
@@ -45,7 +52,7 @@ class Record:
     attention: str | None = None
     last_exit: dict[str, Any] | None = None
     restore_policy: RestorePolicy = NEVER
-    worktree: dict[str, Any] | None = None  # spawn --worktree: {repo, path, branch, base}
+    worktree: Worktree | None = None  # spawn --worktree
     env: dict[str, str] = field(default_factory=dict)
     rows: int = 40
     cols: int = 120
