@@ -38,6 +38,8 @@ AttentionReason = Literal[
 WireReason = Literal["supervisor-outdated", "supervisor-newer"]
 # An adapter's verdict on a resumed pty session.
 ResumeOutcome = Literal["resumed", "attention_required", "retry_fresh", "resume_failed"]
+# What became of one record of a restore (``record.restored``).
+RestoreOutcome = Literal["resumed", "attention", "resume_failed", "skipped"]
 
 
 # -- the node and its supervisors ----------------------------------------------------------------
@@ -110,6 +112,15 @@ def event(kind: str, record: str, generation: int, data: dict[str, Any]) -> Even
     """An event of ``kind`` about ``record``'s ``generation``. ``data`` is kept as it is, not
     copied (a caller may add to it before the event is written)."""
     return {"kind": kind, "record": record, "generation": generation, "data": data}
+
+
+class Restored(TypedDict):
+    """One record's outcome in a restore, as ``record.restored`` carries it: why, for any but
+    ``resumed`` (``reason``, or the ``error`` a launch failed with)."""
+
+    outcome: RestoreOutcome
+    reason: NotRequired[str | None]
+    error: NotRequired[dict[str, Any]]
 
 
 class AppendReply(TypedDict):
