@@ -4,7 +4,8 @@ their names.
 A provider is one line here and one module, its adapter (``roost.adapters.<provider>``), whose
 class holds everything else roost knows of it: its launches and screens, the modes it runs in,
 how to install its CLI, the versions the adapter follows, where the CLI keeps its files, how to
-tell whether it is logged in. This module imports nothing, so that the configuration file's
+tell whether it is logged in. This module imports nothing of roost but the message types (where
+the closed sets are declared), so that the configuration file's
 checks, the CLI's help and choices and the state records read the names without loading any
 adapter; ``roost.adapters.registry`` imports the adapters when they are wanted.
 
@@ -15,16 +16,15 @@ runs an agent roost brings, with nothing to install or check.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import get_args
+
+from roost.broker.messages import Mode, RestorePolicy
 
 # How a session runs: an interactive CLI in a PTY, or one headless process per turn.
-Mode = Literal["pty", "stream"]
 MODES: tuple[Mode, ...] = get_args(Mode)
 # What `node up` does with a record that was live when the machine went down (spawn --restore).
-RestorePolicy = Literal["never", "resume"]
-NEVER: RestorePolicy = "never"
-RESUME: RestorePolicy = "resume"
 RESTORE_POLICIES: tuple[RestorePolicy, ...] = get_args(RestorePolicy)
+NEVER, RESUME = RESTORE_POLICIES
 
 # provider -> its adapter class, "module:Class"
 BUILT_IN: dict[str, str] = {"echo": "roost.adapters.echo:EchoAdapter"}

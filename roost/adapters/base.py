@@ -10,33 +10,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from roost.adapters.evidence import Evidence, stable_idle_shell
 from roost.broker.errors import RoostError
-from roost.providers import MODES, Mode, bin_env
+from roost.broker.messages import AttentionReason, ClassificationState, Mode, ResumeOutcome
+from roost.providers import MODES, bin_env
 
 # Screen/process classification states.
-STARTING, READY, BUSY, ATTENTION, SHELL, EXITED = (
-    "starting",
-    "ready",
-    "busy",
-    "attention",
-    "shell",
-    "exited",
-)
-ATTENTION_REASONS = (
-    "login",
-    "trust",
-    "api-key",
-    "permission",
-    "picker",
-    "rate-limit",
-    "offline",
-    "update",
-    "question",
-    "resume-unverified",
-)
+CLASSIFICATIONS: tuple[ClassificationState, ...] = get_args(ClassificationState)
+STARTING, READY, BUSY, ATTENTION, SHELL, EXITED = CLASSIFICATIONS
+ATTENTION_REASONS: tuple[AttentionReason, ...] = get_args(AttentionReason)
 
 KEYS: dict[str, bytes] = {
     "enter": b"\r",
@@ -98,7 +82,7 @@ class Launch:
 
 @dataclass(frozen=True)
 class Classification:
-    state: str
+    state: ClassificationState
     reason: str | None = None
     detail: str = ""
 
@@ -118,19 +102,15 @@ class SessionView:
     ctx: LaunchContext | None = None
 
 
-RESUMED, ATTENTION_REQUIRED, RETRY_FRESH, RESUME_FAILED = (
-    "resumed",
-    "attention_required",
-    "retry_fresh",
-    "resume_failed",
-)
+RESUME_OUTCOMES: tuple[ResumeOutcome, ...] = get_args(ResumeOutcome)
+RESUMED, ATTENTION_REQUIRED, RETRY_FRESH, RESUME_FAILED = RESUME_OUTCOMES
 
 
 @dataclass(frozen=True)
 class ResumeCheck:
     """The verdict on a cold resume; ``outcome`` None means "not decided yet, sample again"."""
 
-    outcome: str | None
+    outcome: ResumeOutcome | None
     reason: str | None = None
     detail: str = ""
 

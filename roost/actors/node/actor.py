@@ -30,6 +30,7 @@ from roost.actors.state.records import Record
 from roost.actors.supervisor.terminal import read_transcript
 from roost.adapters.base import key_names
 from roost.broker import fields as f
+from roost.broker import messages as msg
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.providers import names
@@ -323,12 +324,12 @@ class NodeActor:
             worktree=worktree,
             restore_policy=restore,
         )
-        created = {
-            "kind": "record.created",
-            "record": record.id,
-            "generation": 0,
-            "data": {"name": record.name, "provider": provider, "mode": mode},
-        }
+        created = msg.event(
+            "record.created",
+            record.id,
+            0,
+            {"name": record.name, "provider": provider, "mode": mode},
+        )
         row = record.to_wire()
         row["env"] = env
         row.pop("size")
@@ -367,12 +368,9 @@ class NodeActor:
     async def rename(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         name = r.validate_name(f.req_str(body, "name", max_len=128))
         async with self._locked(f.req_str(body, "id")) as record:
-            event = {
-                "kind": "record.renamed",
-                "record": record.id,
-                "generation": record.generation,
-                "data": {"from": record.name, "to": name},
-            }
+            event = msg.event(
+                "record.renamed", record.id, record.generation, {"from": record.name, "to": name}
+            )
             renamed = await self.sessions.update(record, {"name": name}, events=[event])
         return {"record": renamed.to_wire()}
 

@@ -58,6 +58,7 @@ from roost.broker.locate import (
     runtime_dir,
     write_node_info,
 )
+from roost.broker.messages import Event
 from roost.broker.policy import check_node_id
 from roost.broker.registry import Registry
 from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
@@ -286,7 +287,7 @@ class Daemon:
 
     async def _started(self, peer: Peer) -> None:
         """Append ``node.started``, then publish ``node.json`` for clients."""
-        event = {
+        event: Event = {
             "kind": "node.started",
             "data": {"incarnation": self.incarnation, "pid": os.getpid()},
         }
