@@ -231,7 +231,9 @@ def attach_to(ctx: Ctx, ref: str, *, read_only: bool = False, fit: bool = True) 
             )
         if record["state"] not in ("live", "attention"):
             raise RoostError(
-                "session-not-live", f"{record['id']} is {record['state']}", {"id": record["id"]}
+                "session-not-live",
+                f"{record['id']} is {record['state']}",
+                {"id": record["id"], "record": record["id"], "state": record["state"]},
             )
         observer = client.info.get("role") == "observer"
         view = Attachment(

@@ -150,6 +150,30 @@ def test_typos_get_a_suggestion(node: Node) -> None:
     assert "did you mean 'echo'?" in proc.stderr and proc.returncode == 1
 
 
+def test_errors_name_what_was_typed_and_say_the_next_step(node: Node) -> None:
+    """An error about a record the user named by its name says that name (beside the record
+    id) and the command that comes next; a mistyped key or command gets a suggestion."""
+    node.up()
+    rid = node.run("spawn", "echo", "--name", "Fix Login!")["record"]["id"]
+    node.wait_screen(rid, "echo-ready>")
+    err = node.error("key", rid, "entr")
+    assert err["code"] == "bad-request" and err["detail"]["suggestions"] == ["enter"]
+    assert "did you mean 'enter'?" in err["message"] and "['" not in err["message"], err
+    err = node.error("resume", "Fix Login!")
+    assert err["code"] == "session-record-busy" and "Fix Login!" in err["message"], err
+    node.run("stop", rid)
+    for args in (("prompt", "Fix Login!", "hi"), ("attach", "Fix Login!")):
+        err = node.error(*args)
+        assert err["code"] == "session-not-live", err
+        assert err["message"].startswith(f"Fix Login! ({rid}) is dormant"), err
+        assert err["detail"]["fix"] == "roost resume 'Fix Login!'", err
+        assert "resume it with `roost resume 'Fix Login!'`" in err["message"], err
+    said = text(node, "prompt", "Fix Login!", "hi").stderr
+    assert "roost resume 'Fix Login!'" in said, said
+    proc = text(node, "sapwn", "echo")
+    assert proc.returncode == 2 and "Did you mean 'spawn'?" in proc.stderr, proc.stderr
+
+
 def test_ctrl_c_in_the_echo_agent_is_a_new_prompt(node: Node) -> None:
     """Ctrl-C in the echo agent gives a new prompt, not a Python traceback and an ended session."""
     node.up()
