@@ -49,6 +49,7 @@ CODES: dict[str, str] = {
     "node-not-running": "no node serves this state directory",
     "no-systemd": "this machine does not run systemd (no systemctl): install the unit by hand",
     "service-failed": "writing, reloading or enabling the systemd unit failed",
+    "interrupted": "Ctrl-C stopped the CLI's wait; what it asked for goes on (never on the wire)",
     "no-user-manager": "no systemd user manager runs for this user: `roost node up` instead",
     "busy": "the node is accepting or cleaning up a turn; try again",
     "insecure-listen": "a non-loopback endpoint needs CURVE keys and authorised clients",

@@ -7,7 +7,7 @@ import json
 import os
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast, overload
 
@@ -58,6 +58,9 @@ class Ctx:
     remote: Remote | None = None
     node: str = ""  # through a hub: the node addressed (--node)
     quiet: bool = False  # no progress notes (the dashboard owns the terminal)
+    # What goes on when Ctrl-C stops the command's wait, and how to follow it (``interrupted``)
+    goes_on: str = ""
+    goes_on_detail: dict[str, Any] = field(default_factory=dict)
 
     def client(self) -> Client:
         if self.remote is not None:
@@ -154,6 +157,8 @@ def command(fn: F | None = None, *, op: bool = True, grant: bool = True) -> Any:
             return fn(ctx, *args, **kwargs)
         except RoostError as err:
             fail(explain(ctx, suggest(ctx, err)), ctx.json)
+        except KeyboardInterrupt:  # not click's bare "Aborted!": what goes on, how to follow it
+            fail(interrupted(ctx), ctx.json)
 
     options = [click.option("--json", "as_json", is_flag=True, help="print one JSON document")]
     if op:
@@ -202,6 +207,18 @@ def suggest(ctx: Ctx, err: RoostError) -> RoostError:
     return RoostError(
         err.code, f"{err.message}; {did_you_mean(matches)}", {**err.detail, "suggestions": matches}
     )
+
+
+def interrupted(ctx: Ctx) -> RoostError:
+    """Ctrl-C during a wait: the wait stops, not what the node was asked to do."""
+    if ctx.goes_on:
+        said = ctx.goes_on
+    else:
+        said = "a request already sent may still be carried out"
+        if ctx.op:
+            said += f": `{roost_line(ctx, 'op', ctx.op)}` says what became of it"
+    detail = {**ctx.goes_on_detail, **({"op": ctx.op} if ctx.op else {})}
+    return RoostError("interrupted", f"stopped waiting (Ctrl-C); {said}", detail)
 
 
 def roost_line(ctx: Ctx, *args: str) -> str:
