@@ -120,6 +120,10 @@ def cli(
 
 
 def main() -> None:
+    if os.environ.get("_ROOST_COMPLETE"):  # completing: roost's shell classes, not click's
+        from roost.cli.completion import register
+
+        register()
     cli(prog_name="roost")
 
 
