@@ -431,6 +431,27 @@ def test_completion_quotes_names_a_shell_would_split(node: Node, project: Path) 
 # -- logs ---------------------------------------------------------------------------------------
 
 
+def test_logs_json_is_one_document_and_a_clean_stop_warns_of_nothing(node: Node) -> None:
+    """``logs --json`` prints one document, as every command's ``--json`` does (``--follow``:
+    one line each); a clean ``node stop`` says its children stopped, not that they exited."""
+    node.up()
+    node.run("node", "stop")
+    proc = subprocess.run(
+        [sys.executable, "-m", "roost", "--json", "logs", "--lines", "1000"],
+        env=node.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 1, proc.stdout[:2000]
+    lines = json.loads(proc.stdout)["lines"]
+    assert any(x.get("event") == "node-serving" for x in lines), lines
+    stopped = [x for x in lines if x.get("event") == "child-stopped"]
+    assert {x["child"] for x in stopped} == {"state", "adapters"}, stopped
+    warned = [x for x in lines if x.get("level") in ("warning", "error")]
+    assert warned == [], warned
+
+
 def test_logs_readable_json_and_followed_across_a_rotation(node: Node, project: Path) -> None:
     node.up()
     text = subprocess.run(
@@ -459,8 +480,8 @@ def test_logs_readable_json_and_followed_across_a_rotation(node: Node, project: 
         )
     finally:
         follower.close()
-    lines = node.run("logs", rid, "--lines", "3")  # --json: the file's own lines
-    assert lines.get("event") == "after-rotation"
+    lines = node.run("logs", rid, "--lines", "3")["lines"]  # --json: the file's own lines
+    assert lines[-1].get("event") == "after-rotation"
     with pytest.raises(CliError) as err:
         node.run("logs", "nosuch")
     assert err.value.code == "not-found"
