@@ -30,6 +30,7 @@ CODES: dict[str, str] = {
     "not-found": "no record, workspace or operation by that id or name",
     "ambiguous-name": "the name matches more than one record; use the record id",
     "name-taken": "another record already has that name",
+    "name-looks-like-id": "a name may not be or look like a record id (r and 10 hex digits)",
     "session-record-busy": "the record is live (or changing state); stop it first",
     "session-not-live": "the record has no live session to take this request",
     "resume-pending": "the resumed session is not verified yet; nothing was typed, retry shortly",

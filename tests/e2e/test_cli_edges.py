@@ -246,6 +246,20 @@ def test_errors_name_what_was_typed_and_say_the_next_step(node: Node) -> None:
     assert proc.returncode == 2 and "Did you mean 'spawn'?" in proc.stderr, proc.stderr
 
 
+def test_a_name_that_is_or_looks_like_a_record_id_is_refused(node: Node) -> None:
+    """A name that is (or looks like) a record id would hide the record it names, or be
+    reachable only by its own id: refused, on spawn and on rename."""
+    node.up()
+    rid = node.run("spawn", "echo")["record"]["id"]
+    for name in (rid, "r5fd32c946a", "R5FD32C946A"):
+        err = node.error("spawn", "echo", "--name", name)
+        assert err["code"] == "name-looks-like-id" and err["detail"]["field"] == "name", err
+    other = node.run("spawn", "echo", "--name", "ok")["record"]["id"]
+    assert node.error("rename", other, "r0123456789")["code"] == "name-looks-like-id"
+    assert len(node.run("ls")["records"]) == 2
+    assert node.run("spawn", "echo", "--name", "r2d2")["record"]["name"] == "r2d2"
+
+
 def test_ctrl_c_in_the_echo_agent_is_a_new_prompt(node: Node) -> None:
     """Ctrl-C in the echo agent gives a new prompt, not a Python traceback and an ended session."""
     node.up()
