@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -384,7 +385,9 @@ def shell_words(inserted: str) -> list[str]:
     return [w for w in proc.stdout.split("\0") if w]
 
 
-def test_completion_quotes_names_a_shell_would_split(node: Node, project: Path) -> None:
+def test_completion_quotes_names_a_shell_would_split(
+    node: Node, project: Path, tmp_path: Path
+) -> None:
     """A name with spaces, punctuation or emoji completes as one word: bash inserts it escaped
     (``roost show Fix\\ Login\\!`` runs), zsh gets it whole on its own line (its ``compadd``
     quotes it), fish's script splits each line at its first comma only."""
@@ -426,6 +429,19 @@ def test_completion_quotes_names_a_shell_would_split(node: Node, project: Path) 
         timeout=20,
     ).stdout.splitlines()
     assert [line.split(",", 1)[1].split("\t")[0] for line in fish] == [ODD[1]], fish
+    if shutil.which("fish"):  # fish itself, where it is installed: the candidates it offers
+        script = tmp_path / "roost.fish"
+        script.write_text(fish_script)
+        env = {**node.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{node.env['PATH']}"}
+        for typed, whole in (("Fix", ODD[0]), ("a,", ODD[1])):
+            offered = subprocess.run(
+                ["fish", "--no-config", "-c", f'source {script}; complete -C "roost show {typed}"'],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout
+            assert [line.split("\t")[0] for line in offered.splitlines()] == [whole], offered
 
 
 # -- logs ---------------------------------------------------------------------------------------
