@@ -74,7 +74,7 @@ def _install(ctx: Ctx, kind: str, user: bool, start: bool, for_user: str | None)
     if ctx.json:
         emit_json(doc)
         return
-    console.print(f"wrote {done.path}")
+    console.print(f"wrote {done.path}" + (f" (it serves {named})" if named else ""))
     for line in done.to_json()["commands"]:
         console.print(f"ran   {line}")
     scope = "--user " if user else ""
