@@ -229,6 +229,8 @@ def install(
         done = run(command)
         if done.returncode != 0:
             _put_back(path, before, made)
+            if command is not commands[0]:  # systemd read the new file: it reads the old again
+                run(commands[0])
             said = (done.stderr or done.stdout).strip()[:400]
             if user and any(sign in said for sign in NO_BUS):
                 raise RoostError(

@@ -194,11 +194,16 @@ def test_install_service_without_a_user_manager(node: Node, tmp_path: Path) -> N
 
 
 def test_install_service_failing_leaves_no_unit(node: Node, tmp_path: Path) -> None:
-    env, _ = systemctl_standin(tmp_path, fail="enable")
+    env, calls = systemctl_standin(tmp_path, fail="enable")
     node.env.update(env, XDG_CONFIG_HOME=str(tmp_path / "config"))
     unit = tmp_path / "config" / "systemd" / "user" / "roost-node.service"
     assert node.error("node", "install-service", "--user")["code"] == "service-failed"
     assert not unit.exists()
+    assert calls.read_text().splitlines() == [  # systemd told again, of the unit file gone
+        "--user daemon-reload",
+        "--user enable --now roost-node.service",
+        "--user daemon-reload",
+    ]
     unit.parent.mkdir(parents=True, exist_ok=True)
     unit.write_text("# the unit installed before\n")
     assert node.error("node", "install-service", "--user")["code"] == "service-failed"
