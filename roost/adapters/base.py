@@ -52,8 +52,17 @@ def key_names(body: dict[str, Any]) -> list[str]:
         )
     unknown = [k for k in keys if not isinstance(k, str) or k not in KEYS]
     if unknown:
+        from roost.suggest import close_matches, did_you_mean  # only for a mistyped key
+
+        words = [str(k) for k in unknown]
+        matches = [m for w in words for m in close_matches(w, KEYS, n=1)]
+        said = ", ".join(repr(w) for w in words)
+        hint = f"{did_you_mean(matches)} " if matches else ""
         raise RoostError(
-            "bad-request", f"unknown keys {unknown}; known: {sorted(KEYS)}", {"field": "keys"}
+            "bad-request",
+            f"unknown key{'s' if len(words) > 1 else ''} {said}; {hint}"
+            f"the keys: {', '.join(sorted(KEYS))}",
+            {"field": "keys", "unknown": words, "suggestions": matches},
         )
     return keys
 

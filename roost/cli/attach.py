@@ -42,7 +42,7 @@ import zmq
 from roost.broker.client import Client, EventStream
 from roost.broker.errors import RoostError
 from roost.broker.messages import RecordState
-from roost.cli.context import Ctx, command
+from roost.cli.context import Ctx, command, roost_line
 from roost.cli.liveness import RETRY_FOR_S, Liveness
 from roost.cli.output import emit_json
 from roost.config import load
@@ -222,6 +222,8 @@ def attach(ctx: Ctx, ref: str, read_only: bool, fit: bool) -> None:
 def attach_to(ctx: Ctx, ref: str, *, read_only: bool = False, fit: bool = True) -> None:
     """The whole of ``roost attach``, until the user detaches or the session ends; ``roost tui``
     calls it with the terminal handed over (App.suspend) and takes the terminal back after."""
+    again = roost_line(ctx, "attach", ref)
+    ctx.goes_on = f"the session of {ref} goes on; attach to it again with `{again}`"
     with ctx.client() as client:
         record = client.call("session.show", {"id": ref})["record"]
         if record["mode"] != "pty":
@@ -232,7 +234,9 @@ def attach_to(ctx: Ctx, ref: str, *, read_only: bool = False, fit: bool = True) 
             )
         if record["state"] not in ("live", "attention"):
             raise RoostError(
-                "session-not-live", f"{record['id']} is {record['state']}", {"id": record["id"]}
+                "session-not-live",
+                f"{record['id']} is {record['state']}",
+                {"id": record["id"], "record": record["id"], "state": record["state"]},
             )
         observer = client.info.get("role") == "observer"
         view = Attachment(

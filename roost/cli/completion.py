@@ -5,6 +5,12 @@ bash_source roost``). Record ids and names are asked of the node, with a short d
 silence: with no node running (or none answering within a second) they simply do not complete.
 Providers and key names are known here. ``install`` gives every ``ID`` argument (and ``--id``)
 of the command tree its completer, so the commands themselves need not know about completion.
+
+Record names hold anything printable (``Fix Login!``, emoji, commas). ``register`` puts roost's
+bash and fish classes in click's place: bash gets each value escaped for its command line and
+a script that inserts it as given (click's inserts it unquoted, so a name with a space became
+two words); fish's script splits a line at its first comma only. zsh's ``compadd`` quotes what
+it inserts, and click escapes its colons.
 """
 
 from __future__ import annotations
@@ -14,7 +20,13 @@ from typing import Any
 
 import click
 import zmq
-from click.shell_completion import CompletionItem, get_completion_class
+from click.shell_completion import (
+    BashComplete,
+    CompletionItem,
+    FishComplete,
+    add_completion_class,
+    get_completion_class,
+)
 
 from roost.broker.client import Client
 from roost.broker.errors import RoostError
@@ -70,6 +82,42 @@ def workspaces(ctx: click.Context, param: click.Parameter, incomplete: str) -> l
     return [*found, CompletionItem(incomplete, type="dir")]
 
 
+# What bash reads as syntax in a word: escaped with a backslash in a completion it inserts.
+BASH_SPECIAL = frozenset(" \t\n!\"#$&'()*;<>?[\\]^`{|}~:=")
+
+
+def bash_word(value: str) -> str:
+    """``value`` as one word of a bash command line: ``Fix Login!`` -> ``Fix\\ Login\\!``."""
+    return "".join("\\" + c if c in BASH_SPECIAL else c for c in value)
+
+
+class Bash(BashComplete):
+    """click's bash completion, each value escaped by roost and inserted as it comes."""
+
+    source_template = BashComplete.source_template.replace(
+        "IFS=',' read type value", "IFS=',' read -r type value"
+    ).replace("COMPREPLY+=($value)", 'COMPREPLY+=("$value")')
+
+    def format_completion(self, item: CompletionItem) -> str:
+        if item.type == "plain":
+            return f"plain,{bash_word(item.value)}"
+        return super().format_completion(item)
+
+
+class Fish(FishComplete):
+    """click's fish completion, its lines split at the first comma only (names hold commas)."""
+
+    source_template = FishComplete.source_template.replace(
+        'string split "," $completion', 'string split -m 1 "," -- $completion'
+    )
+
+
+def register() -> None:
+    """roost's bash and fish classes in click's place (before click completes a command line)."""
+    add_completion_class(Bash, "bash")
+    add_completion_class(Fish, "fish")
+
+
 def _completer(command: click.Command, param: click.Parameter) -> Any:
     if param.name == "ref" and getattr(param, "metavar", None) != "KEY_OR_NAME":
         return records
@@ -101,6 +149,7 @@ def completion(ctx: Ctx, shell: str) -> None:
     """Print the completion script for SHELL: eval "$(roost completion bash)" in ~/.bashrc (zsh:
     the same in ~/.zshrc; fish: roost completion fish > ~/.config/fish/completions/roost.fish)."""
     root = click.get_current_context().find_root()
+    register()
     cls = get_completion_class(shell)
     assert cls is not None  # every name in SHELLS has one
     script = cls(root.command, {}, "roost", "_ROOST_COMPLETE").source()

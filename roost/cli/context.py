@@ -7,7 +7,7 @@ import json
 import os
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast, overload
 
@@ -58,6 +58,9 @@ class Ctx:
     remote: Remote | None = None
     node: str = ""  # through a hub: the node addressed (--node)
     quiet: bool = False  # no progress notes (the dashboard owns the terminal)
+    # What goes on when Ctrl-C stops the command's wait, and how to follow it (``interrupted``)
+    goes_on: str = ""
+    goes_on_detail: dict[str, Any] = field(default_factory=dict)
 
     def client(self) -> Client:
         if self.remote is not None:
@@ -153,7 +156,9 @@ def command(fn: F | None = None, *, op: bool = True, grant: bool = True) -> Any:
         try:
             return fn(ctx, *args, **kwargs)
         except RoostError as err:
-            fail(suggest(ctx, err), ctx.json)
+            fail(explain(ctx, suggest(ctx, err)), ctx.json)
+        except KeyboardInterrupt:  # not click's bare "Aborted!": what goes on, how to follow it
+            fail(interrupted(ctx), ctx.json)
 
     options = [click.option("--json", "as_json", is_flag=True, help="print one JSON document")]
     if op:
@@ -202,6 +207,62 @@ def suggest(ctx: Ctx, err: RoostError) -> RoostError:
     return RoostError(
         err.code, f"{err.message}; {did_you_mean(matches)}", {**err.detail, "suggestions": matches}
     )
+
+
+def interrupted(ctx: Ctx) -> RoostError:
+    """Ctrl-C during a wait: the wait stops, not what the node was asked to do."""
+    if ctx.goes_on:
+        said = ctx.goes_on
+    else:
+        said = "a request already sent may still be carried out"
+        if ctx.op:
+            said += f": `{roost_line(ctx, 'op', ctx.op)}` says what became of it"
+    detail = {**ctx.goes_on_detail, **({"op": ctx.op} if ctx.op else {})}
+    return RoostError("interrupted", f"stopped waiting (Ctrl-C); {said}", detail)
+
+
+def roost_line(ctx: Ctx, *args: str) -> str:
+    """The ``roost`` command line of ARGS for this node (its ``--state-dir`` when not the
+    default one), quoted for a shell."""
+    given = f"--state-dir {shlex.quote(str(ctx.state_dir))} " if not_default(ctx) else ""
+    return f"roost {given}{shlex.join(args)}"
+
+
+def not_default(ctx: Ctx) -> bool:
+    return ctx.remote is None and ctx.state_dir != default_state_dir()
+
+
+def next_step(command: str, code: str, state: str) -> tuple[str, str] | None:
+    """What comes next for a record whose state refused the command: (the roost command, the
+    words before it, if the message does not say them already)."""
+    if code == "session-not-live" and state in ("dormant", "failed"):
+        return "resume", "resume it with"
+    if code == "session-record-busy" and state in ("live", "attention"):
+        return ("stop", "") if command == "forget" else ("show", "see it with")
+    return None
+
+
+def explain(ctx: Ctx, err: RoostError) -> RoostError:
+    """An error about the record the command's ID named, as the user named it: the name typed
+    beside the record id the node said, and the command that comes next (``detail.fix``)."""
+    current = click.get_current_context()
+    ref = current.params.get("ref")
+    rid = err.detail.get("record") or err.detail.get("id")
+    if not isinstance(ref, str) or not ref or not isinstance(rid, str) or "fix" in err.detail:
+        return err
+    message = err.message
+    if ref != rid:
+        said = f"record {rid}" if f"record {rid}" in message else rid
+        message = message.replace(said, f"{ref} ({rid})")
+    detail = dict(err.detail)
+    step = next_step(current.command.name or "", err.code, str(err.detail.get("state")))
+    if step:
+        verb, words = step
+        detail["fix"] = roost_line(ctx, verb, ref)
+        message = (
+            f"{message}; {words} `{detail['fix']}`" if words else f"{message}: `{detail['fix']}`"
+        )
+    return RoostError(err.code, message, detail)
 
 
 def make_ctx(state_dir: str | None, as_json: bool, timeout: float) -> Ctx:

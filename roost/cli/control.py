@@ -8,7 +8,7 @@ import click
 
 from roost.broker.errors import RoostError
 from roost.cli import turns
-from roost.cli.context import Ctx, command, reader
+from roost.cli.context import Ctx, command, reader, roost_line
 from roost.cli.output import accepted_text, compact, console, emit_json
 
 
@@ -38,10 +38,23 @@ def turn(ctx: Ctx, ref: str, text: str | None, wait: bool, wait_timeout: float) 
         else:  # the latest turn of the record
             latest = client.call("session.turn.wait", {"id": ref, "timeout_ms": 0})["turn"]
             rid, turn_id, after = latest["record"], latest["id"], 0
+        _goes_on(ctx, ref, rid, turn_id, after)
         doc.update(turns.follow(ctx, client, rid, turn_id, after, wait_timeout))
     if ctx.json:
         emit_json(doc)
     turns.finish(ctx, doc)
+
+
+def _goes_on(ctx: Ctx, ref: str, rid: str, turn_id: str, after: int) -> None:
+    """What Ctrl-C in the wait says: the turn goes on, and how to follow it."""
+    events = roost_line(ctx, "events", "--follow", "--id", rid, "--after", str(after))
+    said = (
+        f"turn {turn_id} of {ref} goes on: follow it with `{events}`, or wait for it again with"
+        f" `{roost_line(ctx, 'turn', ref, '--wait')}`"
+    )
+    if ctx.op:
+        said += f"; `{roost_line(ctx, 'op', ctx.op)}` says what became of it"
+    ctx.goes_on, ctx.goes_on_detail = said, {"record": rid, "turn": turn_id}
 
 
 def _print(ctx: Ctx, doc: dict[str, Any], text: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,15 @@ def _install(ctx: Ctx, kind: str, user: bool, start: bool, for_user: str | None)
             "a system unit needs root: run it with sudo, or use --user for a user unit",
         )
     instance = for_user or os.environ.get("SUDO_USER") or getpass.getuser()
+    # the state directory named (--state-dir, ROOST_STATE_DIR) goes into the unit: the service
+    # must serve the directory the user named, not the default one
+    named = (
+        str(ctx.state_dir)
+        if click.get_current_context().find_root().params.get("state_dir")
+        else None
+    )
+    chosen = f"--state-dir {shlex.quote(named)} " if named else ""
+    instead = f"roost {chosen}node up" if kind == "node" else f"roost {chosen}hub up --listen ..."
     done = service.install(
         kind,
         user=user,
@@ -52,12 +62,19 @@ def _install(ctx: Ctx, kind: str, user: bool, start: bool, for_user: str | None)
         instance=instance,
         start=start,
         run=_run,
+        state_dir=named,
+        instead=instead,
     )
-    doc = {**done.to_json(), "exec": this_roost(), "scope": "user" if user else "system"}
+    doc = {
+        **done.to_json(),
+        "exec": this_roost(),
+        "scope": "user" if user else "system",
+        "state_dir": named,
+    }
     if ctx.json:
         emit_json(doc)
         return
-    console.print(f"wrote {done.path}")
+    console.print(f"wrote {done.path}" + (f" (it serves {named})" if named else ""))
     for line in done.to_json()["commands"]:
         console.print(f"ran   {line}")
     scope = "--user " if user else ""

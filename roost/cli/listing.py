@@ -13,20 +13,23 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
+# What gives way to a narrow terminal, what a person needs least first (roost.cli.table): the
+# generation, the mode, a long name down to 24 cells, then the provider session id (left out
+# whole: `show` and `--json` have it); names and the state with its reason are cut last.
 RECORD_COLUMNS = (
     Column("ID"),
-    Column("NAME", shrink=True, floor=7),
+    Column("NAME", shrink=True, floor=7, soft=24, give=3),
     Column("PROVIDER"),
     Column("MODE", drop=2),
     Column("STATE", shrink=True, floor=10),
     Column("GEN", drop=1),
-    Column("PROVIDER SESSION"),
+    Column("PROVIDER SESSION", drop=4),
 )
 
 
 def records_table(records: Iterable[dict[str, Any]], width: int | None = None) -> str:
-    """One row a record; through a hub, led by the node that holds it. Only names and states
-    give way to ``width``: ids and provider session ids are printed whole."""
+    """One row a record; through a hub, led by the node that holds it. Columns give way to
+    ``width`` as ``RECORD_COLUMNS`` says; ids and provider session ids are never cut."""
     records = list(records)
     nodes = any("node" in rec for rec in records)
     columns = (Column("NODE"), *RECORD_COLUMNS) if nodes else RECORD_COLUMNS

@@ -7,7 +7,9 @@ Each of them is rotated at a size (``<name>.1`` is the newest old file, ``<name>
 reads those files where they are (it works with the node down: that is when logs are
 wanted most), so it needs the state directory, not a connection. Without ID the three node logs
 are merged in time order. Text shows ``time level [actor] event key=value ...``; ``--json``
-prints the lines as they are in the files. ``--follow`` then prints lines as they are appended,
+prints one document, ``{"lines": [...]}``, each line the JSON object it is in the file (a line
+that is not JSON as ``{"raw": line}``), and with ``--follow`` one such object a line, as they
+come (as ``events --follow --json`` does). ``--follow`` prints lines as they are appended,
 and after a rotation reads the last lines of the old file, then the new one from its start.
 """
 
@@ -24,6 +26,7 @@ import click
 
 from roost.broker.errors import RoostError
 from roost.cli.context import Ctx, reader
+from roost.cli.output import emit_json
 
 NODE_LOGS = ("node.log", "state.log", "adapters.log")
 FOLLOW_POLL_S = 0.2
@@ -170,7 +173,8 @@ def _ordered(lines: list[str], merged: bool) -> list[str]:
 @reader
 def logs(ctx: Ctx, ref: str | None, follow: bool, count: int) -> None:
     """The node's log lines (node, state store, adapters), or with ID a record's supervisor
-    log: time, level, event and fields; --json prints the JSON lines as they are."""
+    log: time, level, event and fields; --json prints one document {"lines": [...]} (with
+    --follow, one JSON object a line as they come)."""
     if ref:
         tails = [Tail(_record_dir(ctx, ref) / "supervisor.log")]
     else:
@@ -178,8 +182,12 @@ def logs(ctx: Ctx, ref: str | None, follow: bool, count: int) -> None:
     if not any(t.path.exists() for t in tails) and not follow:
         raise RoostError("not-found", "no log files yet", {"ref": ref})
     start = [line for t in tails for line in last_lines(t, count)]
+    first = _ordered(start, len(tails) > 1)[-count:] if count > 0 else []
+    if ctx.json and not follow:  # one document, as every command's --json
+        emit_json({"lines": [_doc(line) for line in first]})
+        return
     emit = _emitter(ctx, with_actor=ref is None)
-    for line in _ordered(start, len(tails) > 1)[-count:] if count > 0 else []:
+    for line in first:
         emit(line)
     try:
         while follow:
@@ -188,6 +196,11 @@ def logs(ctx: Ctx, ref: str | None, follow: bool, count: int) -> None:
                 emit(line)
     except KeyboardInterrupt:
         return
+
+
+def _doc(line: str) -> dict[str, Any]:
+    """A log line as JSON: its own object, or ``{"raw": line}`` for one that is not JSON."""
+    return parse(line) or {"raw": line}
 
 
 def _emitter(ctx: Ctx, *, with_actor: bool) -> Any:

@@ -73,6 +73,20 @@ class LazyGroup(click.Group):
             self.add_command(command)
         return self.commands.get(cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as err:  # no such command: the closest (click's own sees none)
+            from roost.suggest import close_matches, did_you_mean
+
+            typed = args[0] if args else ""
+            hint = did_you_mean(close_matches(typed, self.list_commands(ctx)))
+            if not hint or typed.startswith("-"):
+                raise
+            raise click.UsageError(f"{err.message} D{hint[1:]}", ctx) from None  # as click says
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="roost")
@@ -106,6 +120,10 @@ def cli(
 
 
 def main() -> None:
+    if os.environ.get("_ROOST_COMPLETE"):  # completing: roost's shell classes, not click's
+        from roost.cli.completion import register
+
+        register()
     cli(prog_name="roost")
 
 

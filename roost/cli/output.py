@@ -37,13 +37,16 @@ def emit_json(doc: Any) -> None:
     click.echo(json_text(doc))
 
 
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) stopped a wait, as a shell reports it: 128 + 2
+
+
 def fail(err: RoostError, as_json: bool) -> None:
-    """Print an error the way the caller asked and exit 1."""
+    """Print an error the way the caller asked and exit 1 (130 for ``interrupted``)."""
     if as_json:
         emit_json({"error": err.to_body()})
     else:
         click.echo(f"error: {err.code}: {err.message}", err=True)
-    sys.exit(1)
+    sys.exit(EXIT_INTERRUPTED if err.code == "interrupted" else 1)
 
 
 def exit_text(last: dict[str, Any]) -> str:

@@ -69,15 +69,27 @@ KillMode=process
 """
 
 
-def render(unit: Unit, roost_bin: str = DEPLOYED_BIN) -> str:
-    """The unit file's text, its ExecStart running ``roost_bin``."""
+def exec_word(word: str) -> str:
+    """One word of an ExecStart line as systemd reads it: ``%`` and ``$`` doubled (specifiers,
+    variables), and double-quoted when it holds a space, a quote or a backslash."""
+    word = word.replace("%", "%%").replace("$", "$$")
+    if any(c.isspace() or c in "\"'\\;" for c in word):
+        return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return word
+
+
+def render(unit: Unit, roost_bin: str = DEPLOYED_BIN, state_dir: str | None = None) -> str:
+    """The unit file's text, its ExecStart running ``roost_bin`` (with ``--state-dir
+    state_dir`` when one was named: the service serves the directory the installer named)."""
+    chosen = f" --state-dir {exec_word(state_dir)}" if state_dir else ""
     if unit.kind == "node":
         what = "roost node: durable, supervised coding-agent sessions"
-        start = f"{roost_bin} node up --foreground"
+        start = f"{roost_bin}{chosen} node up --foreground"
         extra = ""
     else:
         what = "roost hub: routes between the nodes of a lab over CurveZMQ"
         state = "%h/.local/state/roost-hub" if unit.scope == "user" else "/var/lib/roost-hub/%i"
+        state = exec_word(state_dir) if state_dir else state
         listen = "--listen ${ROOST_HUB_LISTEN}"
         start = f"{roost_bin} --state-dir {state} hub up --foreground {listen}"
         env_file = "%h/.config/roost/hub.env" if unit.scope == "user" else "/etc/roost/hub-%i.env"
@@ -164,6 +176,9 @@ def unit_path(unit: Unit, config_home: Path) -> Path:
     return Path("/etc/systemd/system") / unit.name
 
 
+NO_BUS = ("Failed to connect to bus", "No medium found", "DBUS_SESSION_BUS_ADDRESS")
+
+
 def install(
     kind: str,
     *,
@@ -173,10 +188,14 @@ def install(
     instance: str,
     start: bool,
     run: Callable[[list[str]], subprocess.CompletedProcess[str]],
+    state_dir: str | None = None,
+    instead: str = "roost node up",
 ) -> Installed:
     """Write the unit, reload systemd and enable it (``--now`` when ``start``); refused with
-    ``no-systemd`` where systemctl is missing and ``service-failed`` naming the command that
-    failed."""
+    ``no-systemd`` where systemctl is missing, ``no-user-manager`` where ``systemctl --user``
+    finds no user manager (``instead``: the command that runs it without one) and
+    ``service-failed`` naming the command that failed. A refusal leaves the unit file as it
+    was (none, or the one installed before)."""
     unit = unit_named(f"roost-{kind}.service" if user else f"roost-{kind}@.service")
     systemctl = shutil.which("systemctl")
     if systemctl is None:
@@ -187,8 +206,13 @@ def install(
         )
     path = unit_path(unit, config_home)
     try:
+        before: str | None = path.read_text()
+    except OSError:
+        before = None
+    made = [d for d in (path.parent, *path.parent.parents) if not d.exists()]  # made here
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render(unit, roost_bin))
+        path.write_text(render(unit, roost_bin, state_dir))
     except PermissionError:
         raise RoostError(
             "service-failed",
@@ -204,9 +228,36 @@ def install(
     for command in commands:
         done = run(command)
         if done.returncode != 0:
+            _put_back(path, before, made)
+            if command is not commands[0]:  # systemd read the new file: it reads the old again
+                run(commands[0])
+            said = (done.stderr or done.stdout).strip()[:400]
+            if user and any(sign in said for sign in NO_BUS):
+                raise RoostError(
+                    "no-user-manager",
+                    f"no systemd user manager is running here (`systemctl --user` said: {said});"
+                    f" nothing was installed. Run the node without systemd: `{instead}`; or,"
+                    " where systemd runs, `loginctl enable-linger $USER`, log in again and"
+                    " repeat this command",
+                    {"unit": name, "fix": instead},
+                )
             raise RoostError(
                 "service-failed",
-                f"`{' '.join(command[1:])}` failed: {(done.stderr or done.stdout).strip()[:400]}",
+                f"`{' '.join(command[1:])}` failed: {said}; the unit file was not kept",
                 {"unit": name, "exit": done.returncode},
             )
     return Installed(name, str(path), commands, start)
+
+
+def _put_back(path: Path, before: str | None, made: list[Path]) -> None:
+    """The unit file as it was before this install: removed (with the directories made for
+    it), or its old text restored."""
+    try:
+        if before is None:
+            path.unlink(missing_ok=True)
+            for directory in made:
+                directory.rmdir()
+        else:
+            path.write_text(before)
+    except OSError:
+        pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 from typing import Any
 
@@ -333,6 +334,9 @@ def forget(ctx: Ctx, ref: str, remove_worktree: bool) -> None:
     console.print(f"forgot {doc['record']['id']}")
     if removed := doc.get("worktree"):
         console.print(f"removed the worktree {removed['path']}; branch {removed['branch']} kept")
+        if repo := removed.get("repo"):  # what a new worktree on that branch needs
+            delete = f"git -C {shlex.quote(repo)} branch -D {shlex.quote(removed['branch'])}"
+            console.print(f"(a new --worktree on that branch needs it gone first: `{delete}`)")
     elif kept := doc["record"].get("worktree"):
         console.print(f"the worktree {kept['path']} (branch {kept['branch']}) is kept")
 

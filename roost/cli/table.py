@@ -1,10 +1,12 @@
 """Plain text tables for ``ls`` and the like: values people copy are never cut.
 
-Each column is as wide as its widest cell. When the table is wider than the terminal, the columns
-marked ``shrink`` (names, states) give way first, down to their ``floor``, their cells ending in
-``…``; then the columns with a ``drop`` rank are left out, lowest rank first (``ls``: the
-generation, then the mode). Ids and provider session ids are printed whole, even if the line then
-runs past the edge.
+Each column is as wide as its widest cell. When the table is wider than the terminal, it gives
+way in rank order, what a person needs least first: the columns with a ``drop`` rank are left
+out whole, lowest rank first, and from its ``give`` rank a ``shrink`` column may be cut down to
+its ``soft`` width, its cells ending in ``…`` (``ls``: the generation, the mode, long names down
+to 24 cells, then the provider session id). Only when all of that is not enough are the shrink
+columns cut down to their ``floor`` (names, then states and their reason). Ids and provider
+session ids are never cut: left out, or printed whole even if the line then runs past the edge.
 Headers are one line each, so a long value never wraps a header. Off a terminal (a pipe, a file)
 nothing is shrunk at all.
 
@@ -27,13 +29,23 @@ GAP = "  "
 class Column:
     """A column's title and how it gives way to a narrow terminal."""
 
-    __slots__ = ("drop", "floor", "shrink", "title")
+    __slots__ = ("drop", "floor", "give", "shrink", "soft", "title")
 
-    def __init__(self, title: str, shrink: bool = False, floor: int = 8, drop: int = 0) -> None:
+    def __init__(
+        self,
+        title: str,
+        shrink: bool = False,
+        floor: int = 8,
+        drop: int = 0,
+        soft: int = 0,
+        give: int = 0,
+    ) -> None:
         self.title = title
         self.shrink = shrink
-        self.floor = floor  # the narrowest a shrinking column gets
-        self.drop = drop  # 1, 2, ...: left out in this order when shrinking is not enough; 0: never
+        self.floor = floor  # the narrowest a shrinking column gets, as a last resort
+        self.drop = drop  # 1, 2, ...: left out in this order (with ``give``); 0: never
+        self.soft = soft  # a shrinking column cut to this width from rank ``give`` on; 0: never
+        self.give = give
 
 
 def terminal_width() -> int | None:
@@ -83,13 +95,16 @@ def render(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int 
     keep = list(range(len(columns)))
     fitted = widths
     if width is not None:
-        for rank in [0, *sorted({c.drop for c in columns if c.drop})]:
+        ranks = {c.drop for c in columns if c.drop} | {c.give for c in columns if c.soft}
+        for rank in [0, *sorted(ranks - {0})]:
             keep = [i for i in keep if not rank or columns[i].drop != rank]
-            fitted = _shrink([columns[i] for i in keep], [widths[i] for i in keep], width)
+            lows = [_soft(columns[i], widths[i], rank) for i in keep]
+            fitted = _shrink([widths[i] for i in keep], lows, width)
             if _total(fitted) <= width:
                 break
-    else:
-        fitted = widths
+        else:  # the last resort: the shrink columns down to their floor
+            lows = [_low(columns[i], widths[i], columns[i].floor) for i in keep]
+            fitted = _shrink([widths[i] for i in keep], lows, width)
     lines = [_line([columns[i].title for i in keep], fitted)]
     lines += [_line([row[i] for i in keep], fitted) for row in rows]
     return "\n".join(lines)
@@ -99,14 +114,21 @@ def _total(widths: Sequence[int]) -> int:
     return sum(widths) + len(GAP) * (len(widths) - 1)
 
 
-def _shrink(columns: Sequence[Column], widths: list[int], width: int) -> list[int]:
-    """Take the excess from the shrinking columns, widest first, never below their floor."""
+def _soft(column: Column, width: int, rank: int) -> int:
+    """How narrow ``column`` may get at ``rank``: its soft width once its rank has come."""
+    return _low(column, width, column.soft) if column.soft and rank >= column.give else width
+
+
+def _low(column: Column, width: int, low: int) -> int:
+    return min(width, max(low, len(column.title))) if column.shrink else width
+
+
+def _shrink(widths: list[int], lows: Sequence[int], width: int) -> list[int]:
+    """Take the excess from the columns above their low, widest first."""
     widths = list(widths)
     excess = _total(widths) - width
     while excess > 0:
-        candidates = [
-            i for i, c in enumerate(columns) if c.shrink and widths[i] > max(c.floor, len(c.title))
-        ]
+        candidates = [i for i, w in enumerate(widths) if w > lows[i]]
         if not candidates:
             break
         widest = max(candidates, key=lambda i: widths[i])

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import queue
+import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Node, sigkill, wait_for
+from tests.e2e.conftest import Node, sigkill, stopped, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -111,6 +113,76 @@ def test_turn_wait_shows_output_as_it_arrives(node: Node, tmp_path: Path) -> Non
         proc.wait(10)
 
 
+def interrupted(node: Node, *args: str, when: str | None) -> subprocess.CompletedProcess[str]:
+    """``roost ARGS`` sent SIGINT (Ctrl-C) once ``when`` is on its stdout or stderr (None: after
+    two seconds)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roost", *args],
+        env=node.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    said: queue.Queue[str] = queue.Queue()
+
+    def read(pipe: Any) -> None:
+        for line in pipe:
+            said.put(line)
+
+    for pipe in (proc.stdout, proc.stderr):
+        threading.Thread(target=read, args=(pipe,), daemon=True).start()
+    seen: list[str] = []
+    try:
+        while when is not None and not any(when in line for line in seen):
+            seen.append(said.get(timeout=15))
+        if when is None:
+            time.sleep(2)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(15)
+    finally:
+        proc.kill()
+        proc.wait(10)
+    time.sleep(0.2)  # the reader threads' last lines
+    while not said.empty():
+        seen.append(said.get())
+    return subprocess.CompletedProcess(args, code, "".join(seen), "".join(seen))
+
+
+def test_ctrl_c_in_turn_wait_says_the_turn_goes_on(node: Node, tmp_path: Path) -> None:
+    """Ctrl-C in ``turn --wait`` stops the waiting, not the turn, and says how to follow it."""
+    node.up()
+    hold = tmp_path / "release"
+    env = f"ROOST_ECHO_HOLD_FILE={hold}"
+    rid = node.run("spawn", "echo", "--mode", "stream", "--name", "s", "--env", env)["record"]["id"]
+    proc = interrupted(node, "turn", "s", "work", "--wait", "--op", "o-1", when="echo: work")
+    assert proc.returncode == 130, proc.stdout
+    assert "Aborted!" not in proc.stdout and "Traceback" not in proc.stdout, proc.stdout
+    assert "goes on" in proc.stdout, proc.stdout
+    assert f"roost events --follow --id {rid} --after" in proc.stdout, proc.stdout
+    assert "roost turn s --wait" in proc.stdout and "roost op o-1" in proc.stdout, proc.stdout
+    proc = interrupted(node, "--json", "turn", "s", "--wait", when=None)
+    assert proc.returncode == 130
+    err = json.loads(proc.stdout.strip().splitlines()[-1])["error"]
+    assert err["code"] == "interrupted" and err["detail"]["record"] == rid, err
+    hold.write_text("")
+    done = node.run("turn", "s", "--wait")  # the turn went on
+    assert done["turn"]["state"] == "completed" and done["turn"]["text"] == "work", done
+
+
+def test_ctrl_c_in_attach_waiting_for_the_node_says_what_goes_on(node: Node) -> None:
+    """Ctrl-C while ``attach`` waits for a node that does not answer says the session goes on
+    and how to see it, instead of click's ``Aborted!``."""
+    node.up()
+    rid = node.run("spawn", "echo", "--name", "a")["record"]["id"]
+    node.wait_screen(rid, "echo-ready>")
+    with stopped(node.pid()):
+        proc = interrupted(node, "attach", "a", when=None)
+    assert proc.returncode == 130, proc.stdout
+    assert "Aborted!" not in proc.stdout and "Traceback" not in proc.stdout, proc.stdout
+    assert "goes on" in proc.stdout and "roost attach a" in proc.stdout, proc.stdout
+
+
 def test_a_failed_turn_exits_non_zero_and_says_why(node: Node) -> None:
     """``turn --wait`` of a failed turn exits non-zero and says why, in text as in --json."""
     node.up()
@@ -148,6 +220,44 @@ def test_typos_get_a_suggestion(node: Node) -> None:
     assert node.error("prompt", rid[:-2], "x")["detail"]["suggestions"] == [rid]
     proc = text(node, "spawn", "ecoh")
     assert "did you mean 'echo'?" in proc.stderr and proc.returncode == 1
+
+
+def test_errors_name_what_was_typed_and_say_the_next_step(node: Node) -> None:
+    """An error about a record the user named by its name says that name (beside the record
+    id) and the command that comes next; a mistyped key or command gets a suggestion."""
+    node.up()
+    rid = node.run("spawn", "echo", "--name", "Fix Login!")["record"]["id"]
+    node.wait_screen(rid, "echo-ready>")
+    err = node.error("key", rid, "entr")
+    assert err["code"] == "bad-request" and err["detail"]["suggestions"] == ["enter"]
+    assert "did you mean 'enter'?" in err["message"] and "['" not in err["message"], err
+    err = node.error("resume", "Fix Login!")
+    assert err["code"] == "session-record-busy" and "Fix Login!" in err["message"], err
+    node.run("stop", rid)
+    for args in (("prompt", "Fix Login!", "hi"), ("attach", "Fix Login!")):
+        err = node.error(*args)
+        assert err["code"] == "session-not-live", err
+        assert err["message"].startswith(f"Fix Login! ({rid}) is dormant"), err
+        assert err["detail"]["fix"] == "roost resume 'Fix Login!'", err
+        assert "resume it with `roost resume 'Fix Login!'`" in err["message"], err
+    said = text(node, "prompt", "Fix Login!", "hi").stderr
+    assert "roost resume 'Fix Login!'" in said, said
+    proc = text(node, "sapwn", "echo")
+    assert proc.returncode == 2 and "Did you mean 'spawn'?" in proc.stderr, proc.stderr
+
+
+def test_a_name_that_is_or_looks_like_a_record_id_is_refused(node: Node) -> None:
+    """A name that is (or looks like) a record id would hide the record it names, or be
+    reachable only by its own id: refused, on spawn and on rename."""
+    node.up()
+    rid = node.run("spawn", "echo")["record"]["id"]
+    for name in (rid, "r5fd32c946a", "R5FD32C946A"):
+        err = node.error("spawn", "echo", "--name", name)
+        assert err["code"] == "name-looks-like-id" and err["detail"]["field"] == "name", err
+    other = node.run("spawn", "echo", "--name", "ok")["record"]["id"]
+    assert node.error("rename", other, "r0123456789")["code"] == "name-looks-like-id"
+    assert len(node.run("ls")["records"]) == 2
+    assert node.run("spawn", "echo", "--name", "r2d2")["record"]["name"] == "r2d2"
 
 
 def test_ctrl_c_in_the_echo_agent_is_a_new_prompt(node: Node) -> None:

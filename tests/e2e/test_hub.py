@@ -342,6 +342,21 @@ def test_a_revoked_node_key_drops_that_node_only(lab: Lab, project: Path) -> Non
     b.wait_screen("beta", "echo: on my own")
 
 
+def test_a_hub_without_keys_names_its_state_dir_in_the_fix(tmp_path: Path) -> None:
+    """The hub's directory is never the default one: the key commands it asks for name it."""
+    hub = Node(tmp_path / "my hub")
+    del hub.env["ROOST_STATE_DIR"]
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    try:
+        err = hub.error("--state-dir", str(hub.state_dir), "hub", "up", "--listen", endpoint)
+        assert err["code"] == "insecure-listen"
+        given = f"roost --state-dir '{hub.state_dir}'"
+        assert f"`{given} keys new`" in err["message"], err
+        assert f"`{given} keys allow" in err["message"], err
+    finally:
+        hub.kill_all()
+
+
 def test_a_hub_or_a_link_without_keys_does_not_start(tmp_path: Path) -> None:
     hub, node = Node(tmp_path / "hub"), Node(tmp_path / "lab-a")
     node.mark, node.env[MARK] = hub.mark, hub.mark

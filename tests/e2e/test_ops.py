@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -347,7 +348,124 @@ def test_completion_offers_records_from_the_node_providers_and_keys(
     assert "_ROOST_COMPLETE" in node.run("completion", "fish")["script"]
 
 
+ODD = ("Fix Login!", "a, b 🚀 $(x) *")  # names a shell would split, expand or glob
+
+
+def bash_completes(node: Node, *words: str) -> list[str]:
+    """What real bash, with the script of ``roost completion bash``, puts in COMPREPLY for
+    ``words`` (the last one being completed): each entry as bash would insert it."""
+    script = node.run("completion", "bash")["script"]
+    env = {**node.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{node.env['PATH']}"}
+    probe = (
+        f"{script}\n"
+        f"COMP_WORDS=({' '.join(words)}); COMP_CWORD={len(words) - 1}\n"
+        "_roost_completion roost\n"
+        'printf "%s\\0" "${COMPREPLY[@]}"\n'
+    )
+    proc = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", probe],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [w for w in proc.stdout.split("\0") if w]
+
+
+def shell_words(inserted: str) -> list[str]:
+    """The words bash makes of a command line holding ``inserted``."""
+    proc = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", f'printf "%s\\0" {inserted}'],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        cwd="/",
+    )
+    return [w for w in proc.stdout.split("\0") if w]
+
+
+def test_completion_quotes_names_a_shell_would_split(
+    node: Node, project: Path, tmp_path: Path
+) -> None:
+    """A name with spaces, punctuation or emoji completes as one word: bash inserts it escaped
+    (``roost show Fix\\ Login\\!`` runs), zsh gets it whole on its own line (its ``compadd``
+    quotes it), fish's script splits each line at its first comma only."""
+    node.up()
+    for name in ODD:
+        node.run("spawn", "echo", "--name", name, "--cwd", str(project))
+    (fix,) = bash_completes(node, "roost", "show", "Fix")
+    assert shell_words(fix) == ["Fix Login!"], fix
+    (odd,) = bash_completes(node, "roost", "attach", "a,")
+    assert shell_words(odd) == [ODD[1]], odd
+    (again,) = bash_completes(node, "roost", "show", "Fix\\ L")  # a word typed escaped
+    assert shell_words(again) == ["Fix Login!"], again
+    assert node.run("show", shell_words(fix)[0])["record"]["name"] == "Fix Login!"
+    zsh = subprocess.run(
+        [sys.executable, "-m", "roost"],
+        env={
+            **node.env,
+            "_ROOST_COMPLETE": "zsh_complete",
+            "COMP_WORDS": "roost show a",
+            "COMP_CWORD": "2",
+        },
+        capture_output=True,
+        text=True,
+        timeout=20,
+    ).stdout.splitlines()
+    assert zsh[:2] == ["plain", ODD[1]], zsh
+    fish_script = node.run("completion", "fish")["script"]
+    assert 'string split -m 1 ","' in fish_script, fish_script
+    fish = subprocess.run(
+        [sys.executable, "-m", "roost"],
+        env={
+            **node.env,
+            "_ROOST_COMPLETE": "fish_complete",
+            "COMP_WORDS": "roost show a",
+            "COMP_CWORD": "a",
+        },
+        capture_output=True,
+        text=True,
+        timeout=20,
+    ).stdout.splitlines()
+    assert [line.split(",", 1)[1].split("\t")[0] for line in fish] == [ODD[1]], fish
+    if shutil.which("fish"):  # fish itself, where it is installed: the candidates it offers
+        script = tmp_path / "roost.fish"
+        script.write_text(fish_script)
+        env = {**node.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{node.env['PATH']}"}
+        for typed, whole in (("Fix", ODD[0]), ("a,", ODD[1])):
+            offered = subprocess.run(
+                ["fish", "--no-config", "-c", f'source {script}; complete -C "roost show {typed}"'],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout
+            assert [line.split("\t")[0] for line in offered.splitlines()] == [whole], offered
+
+
 # -- logs ---------------------------------------------------------------------------------------
+
+
+def test_logs_json_is_one_document_and_a_clean_stop_warns_of_nothing(node: Node) -> None:
+    """``logs --json`` prints one document, as every command's ``--json`` does (``--follow``:
+    one line each); a clean ``node stop`` says its children stopped, not that they exited."""
+    node.up()
+    node.run("node", "stop")
+    proc = subprocess.run(
+        [sys.executable, "-m", "roost", "--json", "logs", "--lines", "1000"],
+        env=node.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 1, proc.stdout[:2000]
+    lines = json.loads(proc.stdout)["lines"]
+    assert any(x.get("event") == "node-serving" for x in lines), lines
+    stopped = [x for x in lines if x.get("event") == "child-stopped"]
+    assert {x["child"] for x in stopped} == {"state", "adapters"}, stopped
+    warned = [x for x in lines if x.get("level") in ("warning", "error")]
+    assert warned == [], warned
 
 
 def test_logs_readable_json_and_followed_across_a_rotation(node: Node, project: Path) -> None:
@@ -378,8 +496,8 @@ def test_logs_readable_json_and_followed_across_a_rotation(node: Node, project: 
         )
     finally:
         follower.close()
-    lines = node.run("logs", rid, "--lines", "3")  # --json: the file's own lines
-    assert lines.get("event") == "after-rotation"
+    lines = node.run("logs", rid, "--lines", "3")["lines"]  # --json: the file's own lines
+    assert lines[-1].get("event") == "after-rotation"
     with pytest.raises(CliError) as err:
         node.run("logs", "nosuch")
     assert err.value.code == "not-found"

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 import pytest
 
-from tests.e2e.conftest import Node, sigkill, stopped
+from tests.e2e.conftest import FAKES, Node, sigkill, stopped
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -121,6 +121,30 @@ def test_ls_fits_the_terminal_as_the_click_path_does(records: Node) -> None:
         run = same_both_ways(records, "ls", cols=cols)
         assert run.quick and run.rc == 0
     assert "…".encode() in run.stdout and b"GEN" not in run.stdout  # shrunk, then dropped
+
+
+def test_ls_at_80_columns_keeps_names_and_states_with_their_reason(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    """At 80 columns what a person reads first stays whole (the name, the state and why it needs
+    attention); the provider session id gives way (left out whole, never cut)."""
+    node.up()
+    node.run("spawn", "echo", "--name", "shepherd", "--cwd", str(project))
+    env = [f"ROOST_CLAUDE_BIN={FAKES / 'claude'}", f"CLAUDE_CONFIG_DIR={tmp_path / 'claude'}"]
+    env.append("FAKE_CLAUDE_SCREEN=trust")
+    args = [arg for pair in env for arg in ("--env", pair)]
+    rid = node.run("spawn", "claude", "--name", "reviewer", "--cwd", str(project), *args)
+    node.wait_state(rid["record"]["id"], "attention")
+    run = same_both_ways(node, "ls", cols=80)
+    assert run.quick and run.rc == 0
+    lines = run.stdout.decode().splitlines()
+    assert "…" not in run.stdout.decode(), lines
+    assert "shepherd" in lines[1] + lines[2] and "reviewer" in lines[1] + lines[2], lines
+    assert any("attention (trust)" in line for line in lines), lines
+    assert lines[0].split() == ["ID", "NAME", "PROVIDER", "STATE"], lines
+    assert max(len(line) for line in lines) <= 80
+    wide = roost(node, "ls", cols=120).stdout.decode().splitlines()
+    assert "PROVIDER SESSION" in wide[0] and all(len(line) <= 120 for line in wide), wide
 
 
 def test_no_records(node: Node) -> None:

@@ -106,24 +106,26 @@ def test_a_refused_foreground_start_says_so_to_systemd(
             daemon.wait(10)
 
 
-def systemctl_standin(tmp_path: Path, fail: str = "") -> tuple[dict[str, str], Path]:
-    """A systemctl on PATH that appends its arguments to a file (and fails on ``fail``)."""
+def systemctl_standin(
+    tmp_path: Path, fail: str = "", said: str = ""
+) -> tuple[dict[str, str], Path]:
+    """A systemctl on PATH that appends its arguments to a file (and fails on ``fail``, saying
+    ``said`` on stderr)."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     calls = tmp_path / "systemctl.calls"
     script = bindir / "systemctl"
+    said = said or f"Failed to {fail}: no bus"
     script.write_text(
         "#!/bin/sh\n"
         f'echo "$*" >> {calls}\n'
-        + (
-            f'case "$*" in *{fail}*) echo "Failed to {fail}: no bus" >&2; exit 1;; esac\n'
-            if fail
-            else ""
-        )
+        + (f'case "$*" in *{fail}*) echo "{said}" >&2; exit 1;; esac\n' if fail else "")
         + "exit 0\n"
     )
     script.chmod(0o755)
-    return {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}, calls
+    home = tmp_path / "home"  # never the user's own systemd directory
+    home.mkdir()
+    return {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "HOME": str(home)}, calls
 
 
 def test_install_service_writes_and_enables_the_user_unit(node: Node, tmp_path: Path) -> None:
@@ -134,10 +136,13 @@ def test_install_service_writes_and_enables_the_user_unit(node: Node, tmp_path: 
     assert doc["path"] == str(unit) and doc["unit"] == "roost-node.service" and doc["started"]
     text = unit.read_text()
     roost_bin = doc["exec"]
-    assert text == service.render(service.unit_named("roost-node.service"), roost_bin)
+    assert text == service.render(
+        service.unit_named("roost-node.service"), roost_bin, str(node.state_dir)
+    )
     start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
     argv = start.removeprefix("ExecStart=").split()
-    assert argv[-3:] == ["node", "up", "--foreground"]
+    # the state directory the command was given (here ROOST_STATE_DIR) is the one it serves
+    assert argv[-5:] == ["--state-dir", str(node.state_dir), "node", "up", "--foreground"]
     check = subprocess.run([*argv, "--help"], capture_output=True, text=True, env=node.env)
     assert check.returncode == 0, check.stderr  # the unit runs this very roost
     assert calls.read_text().splitlines() == [
@@ -156,3 +161,50 @@ def test_install_service_refuses_clearly(node: Node, tmp_path: Path) -> None:
     refused = node.error("node", "install-service", "--user", "--no-start")
     assert refused["code"] == "no-systemd"
     assert wait_for(lambda: calls.exists(), 1, "the stand-in to have been called")
+
+
+def test_install_service_keeps_the_state_directory_named(node: Node, tmp_path: Path) -> None:
+    """--state-dir with spaces and a '%' reaches the unit quoted as systemd reads it."""
+    env, _ = systemctl_standin(tmp_path)
+    node.env.update(env, XDG_CONFIG_HOME=str(tmp_path / "config"))
+    del node.env["ROOST_STATE_DIR"]
+    odd = tmp_path / "my state 100%"
+    doc = node.run("--state-dir", str(odd), "node", "install-service", "--user")
+    text = Path(doc["path"]).read_text()
+    assert doc["state_dir"] == str(odd)
+    start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
+    assert f'--state-dir "{str(odd).replace("%", "%%")}" node up' in start
+
+
+def test_install_service_without_a_user_manager(node: Node, tmp_path: Path) -> None:
+    """No systemd user manager (a container, an ssh session without lingering): refused with
+    what to do instead, and no unit file left behind."""
+    env, calls = systemctl_standin(
+        tmp_path, fail="--user", said="Failed to connect to bus: No medium found"
+    )
+    node.env.update(env, XDG_CONFIG_HOME=str(tmp_path / "config"))
+    refused = node.error("node", "install-service", "--user")
+    assert refused["code"] == "no-user-manager", refused
+    message = refused["message"]
+    assert "no systemd user manager" in message and "No medium found" in message
+    assert "roost --state-dir" in message and "node up" in message
+    assert "loginctl enable-linger" in message
+    assert not (tmp_path / "config").exists()  # nor the directories made for it
+    assert calls.exists()
+
+
+def test_install_service_failing_leaves_no_unit(node: Node, tmp_path: Path) -> None:
+    env, calls = systemctl_standin(tmp_path, fail="enable")
+    node.env.update(env, XDG_CONFIG_HOME=str(tmp_path / "config"))
+    unit = tmp_path / "config" / "systemd" / "user" / "roost-node.service"
+    assert node.error("node", "install-service", "--user")["code"] == "service-failed"
+    assert not unit.exists()
+    assert calls.read_text().splitlines() == [  # systemd told again, of the unit file gone
+        "--user daemon-reload",
+        "--user enable --now roost-node.service",
+        "--user daemon-reload",
+    ]
+    unit.parent.mkdir(parents=True, exist_ok=True)
+    unit.write_text("# the unit installed before\n")
+    assert node.error("node", "install-service", "--user")["code"] == "service-failed"
+    assert unit.read_text() == "# the unit installed before\n"  # put back as it was

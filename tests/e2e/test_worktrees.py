@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -129,6 +130,38 @@ def test_bad_repository_path_and_taken_branch(node: Node, repo: Path, tmp_path: 
     assert node.error("diff", rec["id"])["code"] == "no-worktree"
     node.run("stop", rec["id"])
     assert node.error("forget", rec["id"], "--remove-worktree")["code"] == "no-worktree"
+
+
+def test_worktree_refusals_leave_nothing_and_say_what_to_do(
+    node: Node, repo: Path, tmp_path: Path
+) -> None:
+    """``--worktree`` on a directory outside any repository registers no workspace; the branch
+    that ``forget --remove-worktree`` keeps blocks the name's reuse with what to do about it."""
+    node.up()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert node.error("spawn", "echo", "--cwd", str(plain), "--worktree")["code"] == (
+        "not-a-repository"
+    )
+    assert node.run("workspace", "ls")["workspaces"] == []
+    rid = node.run("spawn", "echo", "--name", "fix", "--cwd", str(repo), "--worktree")["record"]
+    node.run("stop", "fix")
+    proc = subprocess.run(
+        [sys.executable, "-m", "roost", "forget", "fix", "--remove-worktree"],
+        env=node.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"git -C {repo} branch -D roost/fix" in proc.stdout, proc.stdout
+    err = node.error("spawn", "echo", "--name", "fix", "--cwd", str(repo), "--worktree")
+    assert err["code"] == "worktree-failed" and err["detail"]["branch"] == "roost/fix", err
+    assert f"git -C {repo} branch -D roost/fix" in err["message"], err
+    assert "--worktree BRANCH" in err["message"] and err["detail"]["fix"], err
+    git(repo, "branch", "-D", "roost/fix")
+    again = node.run("spawn", "echo", "--name", "fix", "--cwd", str(repo), "--worktree")
+    assert again["record"]["worktree"]["branch"] == "roost/fix" and again["record"]["id"] != rid
 
 
 def test_a_name_taken_takes_its_fresh_worktree_with_it(node: Node, repo: Path) -> None:

@@ -41,20 +41,34 @@ def record(**kw: Any) -> dict[str, Any]:
     return rec
 
 
-def test_ls_at_80_columns_keeps_the_session_id_whole_and_the_header_on_one_line() -> None:
+def test_ls_at_80_columns_keeps_names_and_states_first_and_the_header_on_one_line() -> None:
+    """What gives way: the generation, the mode, a long name down to 24 cells, then the provider
+    session id (left out whole, never cut); the state and its reason stay whole."""
     long_name = "a rather long display name that people give their sessions " * 2
     rows = [
         record(name=long_name, state="attention", attention="trust-prompt"),
-        record(id="r0000000001", name="b"),
+        record(id="r0000000001", name="shepherd"),
     ]
     out = records_table(rows, width=80).splitlines()
-    assert out[0].split() == ["ID", "NAME", "PROVIDER", "STATE", "PROVIDER", "SESSION"]
-    assert all(SID in line for line in out[1:])  # whole, on the row's own line
-    assert "…" in out[1]  # the name gave way, then the generation and the mode
+    assert out[0].split() == ["ID", "NAME", "PROVIDER", "STATE"]
+    assert "attention (trust-prompt)" in out[1] and "shepherd" in out[2]
+    assert "…" in out[1] and long_name[:30] in out[1]  # cut, but past the soft 24 cells
+    assert not any(SID[:8] in line for line in out)  # left out whole, never cut
     assert len(out) == 3
     assert max(len(line) for line in out) <= 80
-    wide = records_table(rows, width=100).splitlines()[0].split()
-    assert wide == ["ID", "NAME", "PROVIDER", "MODE", "STATE", "GEN", "PROVIDER", "SESSION"]
+    short = records_table([rows[1]], width=80).splitlines()
+    assert SID in short[1]  # it fits: nothing gives way but the generation and the mode
+    wide = records_table(rows, width=140).splitlines()
+    assert wide[0].split()[-2:] == ["PROVIDER", "SESSION"] and long_name[:24] in wide[1]
+    full = records_table(rows, width=250).splitlines()[0].split()
+    assert full == ["ID", "NAME", "PROVIDER", "MODE", "STATE", "GEN", "PROVIDER", "SESSION"]
+
+
+def test_ls_on_a_very_narrow_terminal_cuts_names_and_states_last() -> None:
+    rows = [record(name="shepherd the reviewer", state="attention", attention="trust-prompt")]
+    out = records_table(rows, width=40).splitlines()
+    assert out[0].split() == ["ID", "NAME", "PROVIDER", "STATE"]
+    assert "r3f9a1c2b7e" in out[1] and "…" in out[1]
 
 
 def test_ls_off_a_terminal_cuts_nothing() -> None:

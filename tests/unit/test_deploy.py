@@ -106,6 +106,21 @@ def test_systemd_accepts_the_unit(unit: service.Unit, tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(VERIFY is None, reason="systemd-analyze is not installed here")
+def test_systemd_accepts_a_named_state_directory_quoted(tmp_path: Path) -> None:
+    """install-service keeps a named state directory: spaces, ``%`` and ``$`` quoted for
+    systemd (``exec_word``), and the unit still verifies."""
+    assert VERIFY is not None
+    odd = "/srv/my state 100% $HOME"
+    text = service.render(service.unit_named("roost-node.service"), str(ROOST), odd)
+    start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
+    assert start.endswith(' --state-dir "/srv/my state 100%% $$HOME" node up --foreground')
+    path = tmp_path / "roost-node.service"
+    path.write_text(text)
+    done = subprocess.run([VERIFY, "verify", str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.skipif(VERIFY is None, reason="systemd-analyze is not installed here")
 def test_verify_catches_a_broken_unit(tmp_path: Path) -> None:
     """The check above can fail: a bad directive is reported, a missing binary refused."""
     assert VERIFY is not None

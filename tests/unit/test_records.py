@@ -129,6 +129,20 @@ def test_validate_name_refuses_other_control_characters(name: str) -> None:
         validate_name(name)
 
 
+@pytest.mark.parametrize("name", [new_record_id(), "r5fd32c946a", "R5FD32C946A", " r0123456789 "])
+def test_validate_name_refuses_the_form_of_a_record_id(name: str) -> None:
+    with pytest.raises(RoostError) as info:
+        validate_name(name)
+    assert info.value.code == "name-looks-like-id" and info.value.detail["field"] == "name"
+
+
+@pytest.mark.parametrize(
+    "name", ["r2d2", "r5fd32c946", "r5fd32c946ab", "x5fd32c946a", "r5fd32c946g"]
+)
+def test_validate_name_takes_what_is_not_an_id(name: str) -> None:
+    assert validate_name(name) == name
+
+
 def test_to_wire_hides_env_values() -> None:
     rec = record(env={"API_KEY": "sk-secret-value", "HOME": "/home/u"}, rows=24, cols=80)
     wire = rec.to_wire()

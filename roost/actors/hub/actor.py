@@ -26,7 +26,7 @@ import structlog
 import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
-from roost.actors.runtime.endpoints import check_tcp, curve_endpoint
+from roost.actors.runtime.endpoints import check_tcp, curve_endpoint, roost_for
 from roost.actors.runtime.idlock import hold_runtime_dir
 from roost.actors.runtime.lock import StateLock
 from roost.actors.runtime.peer import Peer
@@ -182,8 +182,9 @@ def events_port(endpoint: str, given: int | None) -> int | None:
 
 def hub_network(state_dir: Path, endpoint: str, port: int | None = None) -> NetworkEndpoint:
     """The hub's TCP endpoint: always CURVE (nodes authenticate by key), loopback included."""
+    roost = roost_for(state_dir)
     advice = (
-        "a hub needs CURVE: run `roost keys new`, then `roost keys allow` for each node "
+        f"a hub needs CURVE: run `{roost} keys new`, then `{roost} keys allow` for each node "
         "(--role node --name <node id>) and client"
     )
     network = curve_endpoint(state_dir, check_tcp(endpoint, "listen"), advice)

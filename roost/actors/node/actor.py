@@ -262,7 +262,11 @@ class NodeActor:
     async def workspace_list(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         return await self.peer.call("state", "state.workspace.list", {})
 
-    async def _resolve_cwd(self, ref: str) -> tuple[str, str]:
+    async def _resolve_cwd(
+        self, ref: str, check: Callable[[str], Awaitable[object]] | None = None
+    ) -> tuple[str, str]:
+        """The directory ``ref`` names and its workspace: a registered one, or an existing
+        directory registered now, once ``check`` (spawn --worktree: a repository) accepts it."""
         found = await self.peer.call("state", "state.workspace.find", {"ref": ref})
         if found.get("workspace"):
             ws = found["workspace"]
@@ -272,6 +276,8 @@ class NodeActor:
         except RoostError as err:  # say what was asked for, and what could have been meant
             listing = await self.peer.call("state", "state.workspace.list", {})
             raise unknown_cwd(ref, listing["workspaces"]) from err
+        if check is not None:
+            await check(path)
         added = await self.peer.call("state", "state.workspace.add", {"path": path})
         return added["workspace"]["path"], added["workspace"]["id"]
 
@@ -306,7 +312,9 @@ class NodeActor:
             )
         name = r.validate_name(name) if name else None
         branch = wt.requested(body)
-        cwd, workspace = await self._resolve_cwd(f.req_str(body, "cwd", max_len=4096))
+        cwd, workspace = await self._resolve_cwd(
+            f.req_str(body, "cwd", max_len=4096), wt.toplevel if branch is not None else None
+        )
         record_id = r.new_record_id()
         worktree = None
         if branch is not None:  # the session runs in a new worktree of cwd's repository

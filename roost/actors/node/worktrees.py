@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shlex
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
@@ -118,11 +119,14 @@ async def create(path: str, branch: str) -> tuple[Worktree, str]:
     code, _, _ = await git(
         repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False
     )
-    if code == 0:
+    if code == 0:  # e.g. kept by `forget --remove-worktree`, with the name's default branch
+        delete = f"git -C {shlex.quote(repo)} branch -D {shlex.quote(branch)}"
         raise RoostError(
             "worktree-failed",
-            f"branch {branch!r} already exists in {repo}; name another (--worktree BRANCH)",
-            {"branch": branch},
+            f"branch {branch!r} already exists in {repo} (a forgotten session's branch is kept"
+            f" with its commits): name another with `--worktree BRANCH`, or delete it first if"
+            f" nothing on it is wanted: `{delete}`",
+            {"branch": branch, "repo": repo, "fix": delete},
         )
     code, out, _ = await git(repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
     if code != 0:

@@ -64,6 +64,7 @@ class Child:
     first_only: list[str] = field(default_factory=list)
     _proc: asyncio.subprocess.Process | None = None
     _lifeline_w: int | None = None
+    _stopping: bool = False  # stop() was called: an exit now is the one asked for
 
     async def _start(self) -> asyncio.subprocess.Process:
         extra: list[str] = []
@@ -96,6 +97,9 @@ class Child:
                 self._close_lifeline()
                 if self.on_exit is not None:
                     self.on_exit()  # its registrations go at once: callers hear "unavailable"
+                if self._stopping:  # the node stopping it (node stop): no warning, no restart
+                    log.info("child-stopped", child=self.name, code=code)
+                    return
                 delay = decide(self.restarts, self.clock(), self.policy)
                 log.warning("child-exited", child=self.name, code=code, restart_in=delay)
                 if delay is None:
@@ -108,6 +112,7 @@ class Child:
             await self.stop()
 
     async def stop(self, grace: float = 3.0) -> None:
+        self._stopping = True
         self._close_lifeline()
         proc, self._proc = self._proc, None
         if proc is None or proc.returncode is not None:

@@ -4,10 +4,12 @@ address, and a CURVE server endpoint with the state directory's key pair and all
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from roost.broker.errors import RoostError
 from roost.broker.keys import AllowedKeys, allowed, is_loopback, node_keys
+from roost.broker.locate import default_state_dir
 from roost.broker.router import NetworkEndpoint
 
 
@@ -16,6 +18,14 @@ def check_tcp(endpoint: str, flag: str) -> str:
     if not endpoint.startswith("tcp://") or ":" not in endpoint[6:]:
         raise RoostError("bad-request", f"--{flag} takes tcp://ADDRESS:PORT", {"field": flag})
     return endpoint
+
+
+def roost_for(state_dir: Path) -> str:
+    """``roost`` as the user runs it for this directory: with ``--state-dir`` unless it is the
+    default one (the key commands a refusal asks for must reach this directory's keys)."""
+    if Path(state_dir).resolve() == default_state_dir():
+        return "roost"
+    return f"roost --state-dir {shlex.quote(str(state_dir))}"
 
 
 def curve_endpoint(state_dir: Path, endpoint: str, advice: str) -> NetworkEndpoint:
@@ -32,7 +42,9 @@ def network_endpoint(state_dir: Path, endpoint: str) -> NetworkEndpoint:
     pair and at least one authorised client key, or the node refuses to start."""
     if is_loopback(check_tcp(endpoint, "listen")):
         return NetworkEndpoint(endpoint)
+    roost = roost_for(state_dir)
     advice = (
-        "a network endpoint needs CURVE: run `roost keys new` and `roost keys allow CLIENT_KEY`"
+        f"a network endpoint needs CURVE: run `{roost} keys new` and"
+        f" `{roost} keys allow CLIENT_KEY`"
     )
     return curve_endpoint(state_dir, endpoint, f"{advice} first")

@@ -125,10 +125,25 @@ def check_generation(record: Record, session: dict[str, Any] | None) -> None:
         )
 
 
+def looks_like_id(name: str) -> bool:
+    """``r`` and 10 hex digits, in any case: the form of a record id (``new_record_id``)."""
+    return len(name) == 11 and name[0] in "rR" and all(c in HEX for c in name[1:])
+
+
+HEX = frozenset("0123456789abcdefABCDEF")
+
+
 def validate_name(name: str) -> str:
     name = name.strip()
     if not name or len(name) > 128 or not name.isprintable():
         raise RoostError(
             "bad-request", "a name is 1 to 128 printable characters", {"field": "name"}
+        )
+    if looks_like_id(name):  # ids are looked up first: the name would hide, or be hidden
+        raise RoostError(
+            "name-looks-like-id",
+            f"the name {name!r} looks like a record id (r and 10 hex digits): a record named so"
+            " could be reached only by its own id; choose another name",
+            {"field": "name", "name": name},
         )
     return name
