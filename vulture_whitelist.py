@@ -60,6 +60,11 @@ _.action_filter
 _.action_clear_filter
 _.action_cancel
 _.action_answer
+_.action_diff
+_.action_help
+_.action_scroll
+_.action_close
+_.on_resize
 
 # -- http.server: the fake model API's handler and server settings (tests/fakes/model_api.py) --
 daemon_threads

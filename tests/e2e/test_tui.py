@@ -8,6 +8,7 @@ with a deadline, for the dashboard to show it without a key being pressed.
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import subprocess
 import sys
@@ -18,16 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.cells import cell_len
 from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 from roost.cli.context import Ctx, Remote
 from roost.cli.dashboard import Dashboard
-from tests.e2e.conftest import FAKES, Node, wait_for
+from tests.e2e.conftest import FAKES, Node, stopped, wait_for
 from tests.e2e.test_hub import Lab, lab  # noqa: F401 (the fixture of a hub and two nodes)
 
 SIZE = (160, 45)
+SIZES = [(80, 24), (120, 40), (200, 50)]  # the sizes a person runs it at, each test at all three
 
 
 def rows(app: App[Any]) -> list[str]:
@@ -38,6 +41,18 @@ def rows(app: App[Any]) -> list[str]:
 
 def row_of(app: Dashboard, name: str) -> str:
     return next((line for line in rows(app) if f" {name} " in f" {line} "), "")
+
+
+def shown(app: App[Any]) -> str:
+    """What a person sees: the screen as drawn, one line per terminal row."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def line_of(screen: str, name: str) -> str:
+    """The drawn line of the record called ``name`` ("" if none shows it; the preview's title,
+    which names the selected record, is not a row)."""
+    lines = [line.split("╭")[0] for line in screen.splitlines()]
+    return next((line for line in lines if f" {name}" in line), "")
 
 
 async def until(
@@ -151,6 +166,115 @@ def test_a_record_that_enters_attention_rings_and_is_marked(
     run(scenario)
 
 
+def claude_env(tmp_path: Path) -> list[str]:
+    env = [f"ROOST_CLAUDE_BIN={FAKES / 'claude'}", f"CLAUDE_CONFIG_DIR={tmp_path / 'claude'}"]
+    return [a for pair in env for a in ("--env", pair)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_attention_is_drawn_in_full_with_its_mark_at_every_size(
+    node: Node, tmp_path: Path, project: Path, size: tuple[int, int]
+) -> None:
+    node.up()
+    node.run("spawn", "echo", "--name", "first")
+    spawn_cc = ("spawn", "claude", "--name", "cc", "--cwd", str(project), *claude_env(tmp_path))
+
+    async def scenario() -> None:
+        app = dashboard(node)
+        async with app.run_test(size=size) as pilot:
+            await until(pilot, lambda: line_of(shown(app), "first"), "first drawn")
+            await cli(node, *spawn_cc, "--env", "FAKE_CLAUDE_SCREEN=permission")
+            await until(pilot, lambda: "ready" in row_of(app, "cc"), "cc ready")
+            await pilot.press("down", "p", *"make a file", "enter")
+            line = await until(
+                pilot,
+                lambda: "attention (permission)" in (got := line_of(shown(app), "cc")) and got,
+                "the whole state drawn on cc's line",
+            )
+            assert re.search(r"!\s+cc\s", line), f"no ! mark drawn before cc: {line!r}"
+            assert "STATE" in shown(app)
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_status_line_is_drawn_and_says_when_the_node_does_not_answer(
+    node: Node, size: tuple[int, int]
+) -> None:
+    node.up()
+    node.run("spawn", "echo", "--name", "alpha")
+    pid = node.pid()
+
+    async def scenario() -> None:
+        app = dashboard(node)
+        async with app.run_test(size=size) as pilot:
+            await until(pilot, lambda: "ready" in line_of(shown(app), "alpha"), "alpha ready")
+            await until(pilot, lambda: "1 records" in shown(app), "the count on screen")
+            await pilot.press("slash", *"alp", "enter")
+            await until(pilot, lambda: "filter 'alp': 1 shown" in shown(app), "the filter said")
+            with stopped(pid):
+                screen = await until(
+                    pilot,
+                    lambda: "node not answering since" in (got := shown(app)) and got,
+                    "the node's silence said",
+                    timeout=20.0,
+                )
+                assert re.search(r"not answering since \d\d:\d\d:\d\d", screen)
+                assert "live?" in line_of(screen, "alpha"), "a state no longer known, unmarked"
+            await until(
+                pilot,
+                lambda: "not answering" not in (got := shown(app)) and "live?" not in got,
+                "the node answering again",
+                timeout=20.0,
+            )
+            assert "live" in line_of(shown(app), "alpha")
+
+    run(scenario)
+
+
+def box_edges(screen: str) -> set[int]:
+    """The cells where the preview box's right border is drawn, row by row."""
+    return {
+        cell_len(line[: line.rfind(ch)])
+        for line in screen.splitlines()
+        for ch in "╮│╯"
+        if ch in line
+    }
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_columns_fit_and_the_preview_shows_the_bottom_of_a_tall_screen(
+    node: Node, size: tuple[int, int]
+) -> None:
+    node.up()
+    node.run("spawn", "echo", "--name", "🚀 web", "--size", "60x100")
+    node.run("spawn", "echo", "--name", "a-rather-long-session-name-for-the-list")
+    node.wait_screen("🚀 web", "echo-ready>")
+    node.run("prompt", "🚀 web", "x" * 2990 + " END-MARK")
+    node.wait_screen("🚀 web", "END-MARK")
+
+    async def scenario() -> None:
+        app = dashboard(node)
+        async with app.run_test(size=size) as pilot:
+            await until(pilot, lambda: "ready" in line_of(shown(app), "web"), "web drawn")
+            await pilot.pause(0.5)  # settled: what a person reads
+            screen = shown(app)
+            header = next(line for line in screen.splitlines() if "NAME" in line)
+            assert "STATE" in header and "NAME" in header
+            for name in ("web", "a-rather-long"):
+                assert re.search(r"\slive\s", line_of(screen, name)), screen
+            if size[0] >= 120:  # wide enough for every column but CWD's full path
+                assert "AGE" in header and "LAST" in header, header
+                assert re.search(r"\d+[smhd]\s+\d+[smhd]\s*│", line_of(screen, "web")), screen
+            # the bottom of the tall screen: the prompt the agent printed last, under the answer
+            await until(pilot, lambda: "echo-ready>" in app.preview_text, "the screen's bottom")
+            screen = shown(app)
+            assert "MARK" in screen and "echo-ready>" in screen, screen
+            assert len(box_edges(screen)) == 1, f"the preview's border is not straight:\n{screen}"
+
+    run(scenario)
+
+
 def test_stop_resume_forget_and_attach_keys(node: Node) -> None:
     node.up()
     node.run("spawn", "echo", "--name", "solo")
@@ -174,8 +298,9 @@ def test_stop_resume_forget_and_attach_keys(node: Node) -> None:
             assert len(attached) == 1
             await pilot.press("r")
             await until(pilot, lambda: "live" in row_of(app, "solo").split(), "resumed")
-            await pilot.press("f", "y")  # refused while live: the notice says so
-            await until(pilot, lambda: _notified(app, "session-record-busy"), "refusal shown")
+            await pilot.press("f")  # refused while live, before asking: the notice says so
+            await until(pilot, lambda: _notified(app, "stop it first"), "refusal shown")
+            assert len(app.screen_stack) == 1  # no question was asked
             await pilot.press("s")
             await until(pilot, lambda: "dormant" in row_of(app, "solo"), "stopped again")
             await pilot.press("f", "n")
