@@ -22,12 +22,13 @@ import pytest
 from rich.cells import cell_len
 from textual.app import App
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from roost.cli.context import Ctx, Remote
 from roost.cli.dashboard import Dashboard
 from tests.e2e.conftest import FAKES, Node, stopped, wait_for
 from tests.e2e.test_hub import Lab, lab  # noqa: F401 (the fixture of a hub and two nodes)
+from tests.e2e.test_worktrees import repo  # noqa: F401 (the fixture of a git repository)
 
 SIZE = (160, 45)
 SIZES = [(80, 24), (120, 40), (200, 50)]  # the sizes a person runs it at, each test at all three
@@ -273,6 +274,98 @@ def test_columns_fit_and_the_preview_shows_the_bottom_of_a_tall_screen(
             assert len(box_edges(screen)) == 1, f"the preview's border is not straight:\n{screen}"
 
     run(scenario)
+
+
+async def select(pilot: Pilot[None], app: Dashboard, name: str) -> None:
+    """Move the list's cursor onto the record called ``name``."""
+    await pilot.press(*["up"] * len(app.board.entries))
+    for _ in app.board.entries:
+        if app.selected and _name(app, app.selected) == name:
+            return
+        await pilot.press("down")
+    raise AssertionError(f"{name} not in the list: {rows(app)}")
+
+
+def _name(app: Dashboard, key: tuple[str, str]) -> str:
+    return str(app.board.entries[key].record.get("name"))
+
+
+def field(app: App[Any], name: str) -> Input:
+    return app.screen.query_one(f"#field-{name}", Input)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_turns_spawn_with_every_field_diff_and_help_from_the_keys(
+    node: Node,
+    repo: Path,  # noqa: F811
+    size: tuple[int, int],
+) -> None:
+    node.up()
+    node.run("spawn", "echo", "--name", "st", "--mode", "stream")
+    node.run("spawn", "echo", "--name", "gone")
+    node.run("stop", "gone")
+
+    async def scenario() -> None:
+        app = dashboard(node)
+        async with app.run_test(size=size) as pilot:
+            await until(pilot, lambda: row_of(app, "st") and row_of(app, "gone"), "listed")
+            await pilot.press("question_mark")  # the keys, on a page of their own
+            await until(pilot, lambda: "forget a stopped record" in shown(app), "the help page")
+            await pilot.press("escape")
+            # a stream session: p runs a turn with the text
+            await select(pilot, app, "st")
+            await pilot.press("p")
+            await until(pilot, lambda: "turn of st" in shown(app), "the turn's form")
+            await pilot.press(*"hello", "enter")
+            await until(pilot, lambda: _notified(app, "turn: accepted"), "the turn accepted")
+            await until(pilot, lambda: _turned(node, "st"), "the turn ran")
+            # a dormant record: refused before anything is typed
+            await select(pilot, app, "gone")
+            await pilot.press("p")
+            await until(pilot, lambda: _notified(app, "gone is dormant"), "refused at once")
+            assert len(app.screen_stack) == 1
+            await pilot.press("d")  # no worktree: said so
+            await until(pilot, lambda: _notified(app, "no worktree"), "no diff to show")
+            # the spawn form: every field, and how to submit or cancel it
+            await pilot.press("n")
+            await until(pilot, lambda: "enter submits" in shown(app), "the form's hint")
+            screen = shown(app)
+            assert "escape cancels" in screen and "worktree" in screen and "env" in screen
+            field(app, "name").value = "made"
+            field(app, "cwd").value = str(repo)
+            field(app, "worktree").value = "+"
+            field(app, "env").value = "A=1 B"
+            await pilot.press("enter")  # the env is wrong: said in the form, nothing lost
+            await until(pilot, lambda: "KEY=VALUE pairs, not 'B'" in shown(app), "bad env said")
+            assert field(app, "name").value == "made"
+            field(app, "env").value = "A=1 B=2"
+            field(app, "size").value = "30x90"
+            field(app, "provider").value = "no-such-agent"
+            await pilot.press("enter")  # refused by the node: what was typed is kept
+            await until(pilot, lambda: _notified(app, "what you typed is kept"), "spawn failed")
+            await pilot.press("n")
+            await until(pilot, lambda: field(app, "name").value == "made", "the form again")
+            assert field(app, "env").value == "A=1 B=2" and field(app, "worktree").value == "+"
+            field(app, "provider").value = "echo"
+            await pilot.press("enter")
+            await until(pilot, lambda: "live" in row_of(app, "made"), "spawned from the form")
+            rec = node.record("made")
+            assert rec["worktree"] and rec["env"] == ["A", "B"]
+            assert rec["size"] == {"rows": 30, "cols": 90}
+            (Path(rec["cwd"]) / "NEW-FILE").write_text("new\n")
+            await select(pilot, app, "made")
+            await pilot.press("d")
+            await until(pilot, lambda: "NEW-FILE" in shown(app), "the diff on screen")
+            assert "diff of made" in shown(app)
+            await pilot.press("escape")
+            assert len(app.screen_stack) == 1
+
+    run(scenario)
+
+
+def _turned(node: Node, name: str) -> bool:
+    events = node.run("events", "--id", node.record(name)["id"])["events"]
+    return any(e["kind"] == "session.turn" for e in events)
 
 
 def test_stop_resume_forget_and_attach_keys(node: Node) -> None:
