@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
@@ -26,7 +27,7 @@ from textual.widgets import DataTable, Input, Static
 
 from roost.cli.context import Ctx, Remote
 from roost.cli.dashboard import Dashboard
-from tests.e2e.conftest import FAKES, Node, stopped, wait_for
+from tests.e2e.conftest import FAKES, Node, activity, stopped, wait_for
 from tests.e2e.test_hub import Lab, lab  # noqa: F401 (the fixture of a hub and two nodes)
 from tests.e2e.test_worktrees import repo  # noqa: F401 (the fixture of a git repository)
 
@@ -521,3 +522,55 @@ def test_in_a_real_terminal_the_list_moves_and_attach_comes_back(node: Node, tmu
     tmux("send-keys", "-t", "tui", "C-]")  # detach: the dashboard again
     back = tmux.wait("PROVIDER")
     assert "beta" in back and "alpha" in back
+
+
+def cells(text: str) -> int:
+    """How many columns a terminal (tmux, wcwidth) gives ``text``: wide and full-width
+    characters two, combining marks, joiners and variation selectors none."""
+    width = 0
+    for ch in text:
+        if unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+            continue
+        width += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return width
+
+
+def test_in_a_real_terminal_attention_status_and_columns_are_readable(
+    node: Node, tmux: Tmux, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    node.run("spawn", "echo", "--name", "first")
+    node.run("spawn", "echo", "--name", "\u2764\ufe0f web")  # an emoji with a variation selector
+    node.run("spawn", "echo", "--name", "a-rather-long-session-name-for-the-list")
+    spawn_cc = ("spawn", "claude", "--name", "cc", "--cwd", str(project), *claude_env(tmp_path))
+    node.run(*spawn_cc, "--env", "FAKE_CLAUDE_SCREEN=permission")
+    activity(node, "cc", "ready")
+    tmux(
+        "new-session", "-d", "-s", "tui", "-x", "160", "-y", "45", f"{sys.executable} -m roost tui"
+    )
+    pane = tmux.wait("4 records")  # the status line, above the keys
+    header = next(line for line in pane.splitlines() if "PROVIDER" in line)
+    assert "AGE" in header and "LAST" in header, header
+    tmux("send-keys", "-t", "tui", "Down")  # onto the emoji's record: its name titles the preview
+    pane = tmux.wait("web ─")
+    time.sleep(0.5)  # settled
+    pane = tmux.screen()
+    edges = {  # where the right border is drawn: the last column, on every row of the box
+        cells(line[:i])
+        for line in pane.splitlines()
+        for i, ch in enumerate(line)
+        if ch in "╮╯" or (ch == "│" and i == line.rfind("│"))
+    }
+    assert edges == {159}, f"the preview's right border is not straight:\n{pane}"
+
+    def cc_row() -> str | None:
+        row = next((line for line in tmux.screen().splitlines() if " claude " in line), "")
+        return row if "attention (permission)" in row else None
+
+    node.run("prompt", "cc", "make a file")
+    row = wait_for(cc_row, 15.0, "cc's row with its whole state")
+    assert re.search(r"!\s+cc\s", row), row
+    with stopped(node.pid()):
+        pane = tmux.wait("not answering since", timeout=25.0)
+        assert "live?" in pane
+    tmux.wait("4 records", gone="not answering", timeout=25.0)
