@@ -41,6 +41,7 @@ _.teardown
 # -- Textual: handlers, actions, bindings and styles the framework reads --
 BINDINGS  # roost/cli/dashboard.py, roost/cli/tui_forms.py
 DEFAULT_CSS
+SCOPED_CSS
 TITLE
 _.compose
 _.on_mount

@@ -38,36 +38,37 @@ SCROLLBAR = 2  # the list's vertical scrollbar, kept free so that no column goes
 PROMPTABLE = ("starting", "live", "attention")  # states in which a prompt or a turn is taken
 HELP = """\
 keys
-  up / down    select a record; its screen is previewed (the bottom of it, where the cursor is)
-  enter, a     attach to a pty session; Ctrl-] (attach.detach_key) comes back here
-  n            spawn: provider, name, cwd, mode, worktree, env, size
-  p            prompt a pty session; on a stream session, run a turn with the text
-  s            stop (SIGTERM, SIGKILL after 3 s)
-  r            resume a stopped record
-  f            forget a stopped record (asks first; a live one is refused: stop it first)
-  d            diff: what a worktree session changed against its base
-  /            filter: rows with every word typed; enter keeps it, escape clears it
-  ?            this page
-  q            quit (the sessions run on)
+  up / down  select a record; its screen is previewed (the bottom of it)
+  enter, a   attach to a pty session; Ctrl-] (attach.detach_key) comes back
+  n          spawn: provider, name, cwd, mode, worktree, env, size
+  p          prompt a pty session; on a stream session, run a turn with it
+  s          stop (SIGTERM, SIGKILL after 3 s)
+  r          resume a stopped record
+  f          forget a stopped record (asks first; an active one is refused)
+  d          diff: what a worktree session changed against its base
+  /          filter: rows with every word typed; enter keeps, escape clears
+  ?          this page
+  q          quit (the sessions run on)
 
-in a form: enter submits, escape cancels, tab moves to the next field; a spawn or prompt that
-fails keeps what was typed: the same key opens the form with it again.
+In a form, enter submits, escape cancels, tab moves to the next field. A
+spawn, prompt or turn that fails keeps what was typed: the same key opens
+the form with it again.
 
-columns (the ones that do not fit give way: CWD first, then ID, MODE, AGE, PROVIDER, LAST,
-NODE, ACTIVITY; NAME and STATE stay, STATE always in full)
-  !            the record newly needs attention (until you move onto it)
-  NODE         through a hub: the node the record is on
-  NAME, ID     the record's name and id
-  PROVIDER     the agent: echo, claude, codex, kimi
-  MODE         pty (a terminal) or stream (one headless run per turn)
-  STATE        starting, live, attention (reason), stopping, dormant, failed; a ? after it:
-               the node is not answering and this is the last state it told
-  ACTIVITY     working, ready, starting, waiting (for a human), shell, exited
-  CWD          the directory it runs in
-  AGE          since the record was created
-  LAST         since the newest event about it
+columns (those that do not fit give way: CWD, then ID, MODE, AGE, PROVIDER,
+LAST, NODE, ACTIVITY; NAME and STATE stay, STATE always in full)
+  !          newly needs attention (until you move onto the record)
+  NODE       through a hub: the node the record is on
+  NAME, ID   the record's name and id
+  PROVIDER   the agent: echo, claude, codex, kimi
+  MODE       pty (a terminal) or stream (one headless run per turn)
+  STATE      starting, live, attention (reason), stopping, dormant, failed;
+             a ? after it: the node is not answering, this is the last known
+  ACTIVITY   working, ready, starting, waiting (for a human), shell, exited
+  CWD        the directory it runs in
+  AGE        since the record was created
+  LAST       since the newest event about it
 
-the status line under the list: the record count, the filter, and whether the node answers.
+The status line: the record count, the filter, whether the node answers.
 """
 
 

@@ -23,13 +23,15 @@ from roost.broker.errors import RoostError
 
 CSS = """
 ModalScreen { align: center middle; }
-ModalScreen > Vertical, ModalScreen > VerticalScroll {
-    width: 76; max-width: 100%; height: auto; max-height: 100%; padding: 0 2;
+ModalScreen > Vertical {
+    width: 80; max-width: 100%; height: auto; max-height: 100%; padding: 0 1;
     border: thick $accent; background: $surface;
 }
 ModalScreen Label { margin-top: 1; }
-Form Input { border: none; height: 1; padding: 0 1; background: $boost; }
-Form Input:focus { background: $accent 40%; }
+Form Label { margin-top: 0; }
+Form Input, Form Input:focus { border: none; height: 1; padding: 0 1; }
+Form Input { background: $boost; }
+Form Input:focus { background: $accent 50%; }
 ModalScreen .hint { color: $text-muted; margin-top: 1; }
 ModalScreen .error { color: $error; margin-top: 1; }
 ModalScreen .error.none { display: none; }
@@ -42,6 +44,7 @@ class Form(ModalScreen[dict[str, str] | None]):
     """Labelled fields; enter submits every field's value by its name, escape cancels."""
 
     DEFAULT_CSS = CSS
+    SCOPED_CSS = False  # the rules name the screens they are for
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
 
     def __init__(
@@ -58,7 +61,7 @@ class Form(ModalScreen[dict[str, str] | None]):
         self.title_text, self.fields, self.check, self.error = title, fields, check, error
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
+        with Vertical():
             yield Label(self.title_text, markup=False)
             for name, label, value in self.fields:
                 yield Label(label, markup=False)
@@ -68,7 +71,7 @@ class Form(ModalScreen[dict[str, str] | None]):
 
     def on_mount(self) -> None:
         self.query_one("#form-error").set_class(not self.error, "none")
-        self.query(Input).first().focus()  # not the scrolling box around the fields
+        self.query(Input).first().focus()
 
     def values(self) -> dict[str, str]:
         return {name: self.query_one(f"#field-{name}", Input).value for name, _, _ in self.fields}
@@ -94,6 +97,7 @@ class Confirm(ModalScreen[bool]):
     """A question answered with y (yes) or n / escape (no)."""
 
     DEFAULT_CSS = CSS
+    SCOPED_CSS = False
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "yes"),
         Binding("n", "answer(False)", "no"),
@@ -123,6 +127,7 @@ class Page(ModalScreen[None]):
     Page VerticalScroll { height: 1fr; }
     """
     )
+    SCOPED_CSS = False
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "close"),
         Binding("up", "scroll(-1)", show=False),
