@@ -142,10 +142,15 @@ class Dashboard(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).focus()
+        self.part("#records").focus()
         self.set_interval(AGE_REFRESH_S, self.redraw)
         self.feed.start()
         self.redraw()
+
+    def part(self, selector: str) -> Any:
+        """A widget of the list's screen, whatever dialog is on top of it (``query_one`` on the
+        app looks at the screen on top)."""
+        return self.screen_stack[0].query_one(selector)
 
     def on_resize(self, _event: events.Resize) -> None:
         self.call_after_refresh(self.redraw)
@@ -227,10 +232,10 @@ class Dashboard(App[None]):
         preview = self.preview
         if preview is None:
             self.preview_text = ""
-            self.query_one("#preview", Static).update("")
+            self.part("#preview").update("")
             return
         lines = [plain(line).rstrip() for line in preview.screen.split("\n")]
-        height = max(1, self.query_one("#preview-box").content_size.height)
+        height = max(1, self.part("#preview-box").content_size.height)
         used = [i for i, line in enumerate(lines) if line]
         end = max(used[-1] + 1 if used else 0, (preview.cursor or 0) + 1)
         start = max(0, end - height)
@@ -238,7 +243,7 @@ class Dashboard(App[None]):
             start = preview.cursor
         self.preview_text = "\n".join(lines[start : start + height])
         style = "" if preview.live else "dim"
-        self.query_one("#preview", Static).update(
+        self.part("#preview").update(
             Text(self.preview_text, style=style, no_wrap=True, overflow="crop")
         )
 
@@ -280,10 +285,10 @@ class Dashboard(App[None]):
         other."""
         width = self.size.width
         stacked = width < STACKED_BELOW
-        self.query_one("#main").set_class(stacked, "stacked")
+        self.part("#main").set_class(stacked, "stacked")
         room = width - SCROLLBAR - (0 if stacked else PREVIEW_MIN)
         layout = self.board.layout(keys, now, room)
-        records = self.query_one("#records")
+        records = self.part("#records")
         wanted = "1fr" if stacked else str(sum(w + PAD for _, w in layout) + SCROLLBAR)
         if str(records.styles.width) != wanted:
             records.styles.width = wanted
@@ -294,7 +299,7 @@ class Dashboard(App[None]):
         return layout
 
     def current(self) -> Key | None:
-        table = self.query_one(DataTable)
+        table = self.part("#records")
         if not table.row_count:
             return None
         cell = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0))
@@ -317,7 +322,7 @@ class Dashboard(App[None]):
         self.title_preview()
 
     def title_preview(self) -> None:
-        box = self.query_one("#preview-box")
+        box = self.part("#preview-box")
         entry = self.board.entries.get(self.selected) if self.selected else None
         box.border_title = plain(_name(entry.record)) if entry else ""
 
@@ -339,7 +344,7 @@ class Dashboard(App[None]):
         if self.note:
             line.append(f" · {self.note}")
         line.append(f" · {self.where} · ? keys")
-        self.query_one("#status", Static).update(line)
+        self.part("#status").update(line)
 
     # keys
 
@@ -496,7 +501,7 @@ class Dashboard(App[None]):
         self.push_screen(Page("roost tui", HELP))
 
     def action_filter(self) -> None:
-        field = self.query_one("#filter", Input)
+        field = self.part("#filter")
         field.add_class("shown")
         field.value = self.board.filter
         field.focus()
@@ -514,13 +519,13 @@ class Dashboard(App[None]):
             self.set_filter(event.value)
 
     def set_filter(self, text: str) -> None:
-        field = self.query_one("#filter", Input)
+        field = self.part("#filter")
         with field.prevent(Input.Changed):
             field.value = text
         if not text:
             field.remove_class("shown")
         self.board.filter = text
-        self.query_one(DataTable).focus()
+        self.part("#records").focus()
         self.redraw()
 
     # requests
