@@ -41,6 +41,7 @@ _.teardown
 # -- Textual: handlers, actions, bindings and styles the framework reads --
 BINDINGS  # roost/cli/dashboard.py, roost/cli/tui_forms.py
 DEFAULT_CSS
+SCOPED_CSS
 TITLE
 _.compose
 _.on_mount
@@ -60,6 +61,11 @@ _.action_filter
 _.action_clear_filter
 _.action_cancel
 _.action_answer
+_.action_diff
+_.action_help
+_.action_scroll
+_.action_close
+_.on_resize
 
 # -- http.server: the fake model API's handler and server settings (tests/fakes/model_api.py) --
 daemon_threads

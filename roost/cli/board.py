@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import time
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from roost.broker.messages import RecordState
@@ -36,6 +38,19 @@ STATE_STYLE = {
     "attention": "bold black on yellow",
 }
 COLUMNS = ("", "NAME", "ID", "PROVIDER", "MODE", "STATE", "ACTIVITY", "CWD", "AGE", "LAST")
+CAPS = {
+    "": 1,
+    "NAME": 24,
+    "CWD": 28,
+    "NODE": 16,
+}  # the widest these get; the rest fit their content
+SHRUNK = {"NAME": 12, "CWD": 16, "NODE": 8}  # what they shrink to before any column gives way
+# The columns that give way when the rest do not fit, first to last; the mark, NAME and STATE
+# never do (a state that needs a human is read in full), NAME shrinks to NAME_MIN at the last.
+GIVE_WAY = ("CWD", "ID", "MODE", "AGE", "PROVIDER", "LAST", "NODE", "ACTIVITY")
+NAME_MIN = 6
+PAD = 2  # a cell's padding, one column either side
+UNKNOWN = "?"  # after the state of a record the node has not confirmed since it stopped answering
 
 
 def key_of(rec: dict[str, Any]) -> Key:
@@ -49,6 +64,29 @@ def ago(seconds: float) -> str:
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
     return f"{int(seconds)}s"
+
+
+def plain(text: str) -> str:
+    """``text`` as a terminal draws it at the width it is counted: no control characters, no
+    joiners or variation selectors (terminals disagree on the width of what they join)."""
+    text = unicodedata.normalize("NFC", text)
+    return "".join(
+        " " if unicodedata.category(ch) == "Cc" else ch
+        for ch in text
+        if unicodedata.category(ch) not in ("Mn", "Me", "Cf")
+    )
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` cells, its end replaced by ``…`` when cut."""
+    if cell_len(text) <= width:
+        return text
+    out = ""
+    for ch in text:
+        if cell_len(out + ch) > width - 1:
+            break
+        out += ch
+    return out + "…"
 
 
 def short_path(path: str, width: int = 28) -> str:
@@ -94,6 +132,7 @@ class Board:
     entries: dict[Key, Entry] = field(default_factory=dict)
     filter: str = ""
     hub: bool = False  # through a hub: a NODE column leads each row
+    stale: bool = False  # the node (or hub) is not answering: active states are the last known
 
     def load(self, records: Iterable[dict[str, Any]]) -> None:
         """The list as ``session.list`` answered it; nothing is marked (nothing is new)."""
@@ -151,20 +190,69 @@ class Board:
         return ("NODE", *COLUMNS) if self.hub else COLUMNS
 
     def row(self, key: Key, now: float) -> list[Text]:
-        """The cells of one row; the state cell says ``attention (reason)``, highlighted."""
+        """The cells of one row; the state cell says ``attention (reason)``, highlighted. While
+        the node does not answer (``stale``), an active record's state is the last known, ``?``
+        after it, and its activity unknown."""
         entry = self.entries[key]
         rec = entry.record
         state = entry.state + (f" ({rec['attention']})" if rec.get("attention") else "")
+        activity = entry.activity()
+        unknown = self.stale and entry.state in ACTIVE
+        if unknown:
+            state, activity = state + UNKNOWN, UNKNOWN
         cells = [
             Text("!" if entry.marked else "", style="bold yellow"),
-            Text(str(rec.get("name") or "-")),
+            Text(plain(str(rec.get("name") or "-"))),
             Text(str(rec["id"]), style="dim"),
             Text(str(rec["provider"])),
             Text(str(rec["mode"])),
-            Text(state, style=STATE_STYLE.get(entry.state, "")),
-            Text(entry.activity(), style="bold" if entry.activity() == "working" else ""),
-            Text(short_path(str(rec.get("cwd") or ""))),
+            Text(state, style="dim" if unknown else STATE_STYLE.get(entry.state, "")),
+            Text(activity, style="bold" if activity == "working" else ""),
+            Text(plain(short_path(str(rec.get("cwd") or "")))),
             Text(ago(now - float(rec.get("created") or now))),
             Text(ago(now - entry.last_activity)),
         ]
-        return [Text(key[0]), *cells] if self.hub else cells
+        return [Text(plain(key[0])), *cells] if self.hub else cells
+
+    def layout(self, keys: list[Key], now: float, width: int) -> list[tuple[str, int]]:
+        """The columns shown in ``width`` cells and the width of each: every column as wide as
+        its widest cell (NAME, CWD and NODE capped); when they do not fit, NAME, CWD and NODE
+        shrink, then columns give way in the order of ``GIVE_WAY``, then NAME shrinks further."""
+        labels = self.columns()
+        rows = [self.row(key, now) for key in keys]
+        want = {
+            label: min(
+                CAPS.get(label, 1 << 16),
+                max([cell_len(label), *(cell_len(str(row[i])) for row in rows)]),
+            )
+            for i, label in enumerate(labels)
+        }
+        want[""] = 1
+        natural = dict(want)
+
+        def total() -> int:
+            return sum(w + PAD for w in want.values())
+
+        for label, narrow in SHRUNK.items():
+            if total() > width and label in want:
+                want[label] = min(want[label], max(narrow, cell_len(label)))
+        for label in GIVE_WAY:
+            if total() > width and label in want:
+                del want[label]
+        for label in SHRUNK:  # what the columns that gave way left, to those that shrank
+            if label in want and total() < width:
+                want[label] = min(natural[label], want[label] + width - total())
+        if total() > width:
+            want["NAME"] = max(NAME_MIN, want["NAME"] - (total() - width))
+        return [(label, want[label]) for label in labels if label in want]
+
+    def cells(self, key: Key, now: float, layout: list[tuple[str, int]]) -> list[Text]:
+        """The row's cells of the columns ``layout`` shows, each cut to its width with ``…``."""
+        row = dict(zip(self.columns(), self.row(key, now), strict=True))
+        out = []
+        for label, width in layout:
+            cell = row[label]
+            if cell_len(cell.plain) > width:
+                cell = Text(fit(cell.plain, width), style=cell.style)
+            out.append(cell)
+        return out

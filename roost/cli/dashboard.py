@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Container
 from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Input, Static
@@ -23,13 +24,53 @@ from textual.widgets import DataTable, Footer, Input, Static
 from roost.broker.client import Client
 from roost.broker.errors import RoostError
 from roost.cli.attach import attach_to
-from roost.cli.board import Board, Entry, Key
+from roost.cli.board import ACTIVE, PAD, Board, Entry, Key, plain
 from roost.cli.context import Ctx
-from roost.cli.feed import Batch, Feed, Note, Preview
-from roost.cli.tui_forms import Confirm, Form, spawn_body, spawn_form
+from roost.cli.diff import summary
+from roost.cli.feed import Batch, Feed, Health, Note, Preview
+from roost.cli.tui_forms import Confirm, Form, Page, spawn_body, spawn_form
+from roost.providers import built_in, names
 
 Attacher = Callable[[Ctx, str], None]
 AGE_REFRESH_S = 5.0  # the AGE and LAST columns are redrawn from what is held, this often
+STACKED_BELOW = 120  # a terminal narrower than this has the preview under the list, not beside
+PREVIEW_MIN = 40  # side by side, the preview keeps at least this many columns
+SCROLLBAR = 2  # the list's vertical scrollbar, kept free so that no column goes under it
+PROMPTABLE = ("starting", "live", "attention")  # states in which a prompt or a turn is taken
+HELP = """\
+keys
+  up / down  select a record; its screen is previewed (the bottom of it)
+  enter, a   attach to a pty session; Ctrl-] (attach.detach_key) comes back
+  n          spawn: provider, name, cwd, mode, worktree, env, size
+  p          prompt a pty session; on a stream session, run a turn with it
+  s          stop (SIGTERM, SIGKILL after 3 s)
+  r          resume a stopped record
+  f          forget a stopped record (asks first; an active one is refused)
+  d          diff: what a worktree session changed against its base
+  /          filter: rows with every word typed; enter keeps, escape clears
+  ?          this page
+  q          quit (the sessions run on)
+
+In a form, enter submits, escape cancels, tab moves to the next field. A
+spawn, prompt or turn that fails keeps what was typed: the same key opens
+the form with it again.
+
+columns (those that do not fit give way: CWD, then ID, MODE, AGE, PROVIDER,
+LAST, NODE, ACTIVITY; NAME and STATE stay, STATE always in full)
+  !          newly needs attention (until you move onto the record)
+  NODE       through a hub: the node the record is on
+  NAME, ID   the record's name and id
+  PROVIDER   the agent: {providers}
+  MODE       pty (a terminal) or stream (one headless run per turn)
+  STATE      starting, live, attention (reason), stopping, dormant, failed;
+             a ? after it: the node is not answering, this is the last known
+  ACTIVITY   working, ready, starting, waiting (for a human), shell, exited
+  CWD        the directory it runs in
+  AGE        since the record was created
+  LAST       since the newest event about it
+
+The status line: the record count, the filter, whether the node answers.
+""".format(providers=", ".join(names()))
 
 
 class FeedMessage(Message):
@@ -52,13 +93,14 @@ class Dashboard(App[None]):
 
     TITLE = "roost"
     CSS = """
-    #main { height: 1fr; }
-    #records { width: 3fr; }
-    #preview-box { width: 2fr; border: round $accent; }
-    #preview { width: auto; }
-    #filter { dock: bottom; display: none; }
+    #main { height: 1fr; layout: horizontal; }
+    #main.stacked { layout: vertical; }
+    #records { height: 1fr; scrollbar-gutter: stable; }
+    #preview-box { width: 1fr; height: 1fr; border: round $accent; }
+    #preview { width: 1fr; text-wrap: nowrap; text-overflow: clip; }
+    #filter { display: none; border: none; height: 1; }
     #filter.shown { display: block; }
-    #status { dock: bottom; height: 1; background: $panel; }
+    #status { height: 1; background: $panel; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter,a", "attach", "attach"),
@@ -67,7 +109,9 @@ class Dashboard(App[None]):
         Binding("s", "stop", "stop"),
         Binding("r", "resume", "resume"),
         Binding("f", "forget", "forget"),
+        Binding("d", "diff", "diff"),
         Binding("slash", "filter", "filter"),
+        Binding("question_mark", "help", "keys"),
         Binding("escape", "clear_filter", "clear filter", show=False),
         Binding("q", "quit", "quit"),
     ]
@@ -82,25 +126,35 @@ class Dashboard(App[None]):
         self.bells = 0  # how often it rang for attention (a headless test has no bell to hear)
         self.loaded = False
         self.note = ""
-        self.preview_text = ""
+        self.lost_since: float | None = None  # the node (or hub) last answered then, if it does not
+        self.preview: Preview | None = None
+        self.preview_text = ""  # what the preview shows
+        self.layout: list[tuple[str, int]] = []  # the table's columns and their widths
+        self.drafts: dict[object, dict[str, str]] = {}  # what was typed into a form that failed
+        self.errors: dict[object, str] = {}  # and why it failed
 
     def compose(self) -> ComposeResult:
-        with Horizontal(id="main"):
+        with Container(id="main"):
             yield Records(id="records", cursor_type="row", zebra_stripes=True)
-            with VerticalScroll(id="preview-box"):
+            with Container(id="preview-box"):
                 yield Static(id="preview", markup=False)
         yield Input(id="filter", placeholder="filter: words that must all match; enter keeps")
         yield Static(id="status", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for label in self.board.columns():
-            table.add_column(label, key=label or "mark")
-        table.focus()
+        self.part("#records").focus()
         self.set_interval(AGE_REFRESH_S, self.redraw)
         self.feed.start()
-        self.status()
+        self.redraw()
+
+    def part(self, selector: str) -> Any:
+        """A widget of the list's screen, whatever dialog is on top of it (``query_one`` on the
+        app looks at the screen on top)."""
+        return self.screen_stack[0].query_one(selector)
+
+    def on_resize(self, _event: events.Resize) -> None:
+        self.call_after_refresh(self.redraw)
 
     def on_unmount(self) -> None:
         self.feed.stop()
@@ -119,11 +173,23 @@ class Dashboard(App[None]):
             self.apply(payload)
         elif isinstance(payload, Preview):
             self.show_preview(payload)
+        elif isinstance(payload, Health):
+            self.health(payload.since)
         elif isinstance(payload, Note):
             self.note = payload.text
             if payload.error:
                 self.notify(payload.text, severity="error", timeout=10)
             self.status()
+
+    def health(self, since: float | None) -> None:
+        """The node (or hub) stopped answering (``since``: when it last did) or is back."""
+        what = "hub" if self.board.hub else "node"
+        if since is not None:
+            self.notify(f"{what} not answering since {_clock(since)}", severity="error")
+        elif self.lost_since is not None:
+            self.notify(f"{what} answering again; reading what was missed")
+        self.lost_since, self.board.stale = since, since is not None
+        self.redraw()
 
     def apply(self, batch: Batch) -> None:
         if batch.listed is not None:
@@ -157,12 +223,30 @@ class Dashboard(App[None]):
     def show_preview(self, preview: Preview) -> None:
         if preview.key != self.selected:
             return
-        self.preview_text = preview.screen
-        style = "" if preview.live else "dim"
-        self.query_one("#preview", Static).update(
-            Text(preview.screen, style=style, no_wrap=True, overflow="crop")
-        )
+        self.preview = preview
+        self.draw_preview()
         self.title_preview()
+
+    def draw_preview(self) -> None:
+        """The screen's rows that fit the box: the bottom of a taller screen, the cursor's row
+        kept in view (as tmux previews a pane)."""
+        preview = self.preview
+        if preview is None:
+            self.preview_text = ""
+            self.part("#preview").update("")
+            return
+        lines = [plain(line).rstrip() for line in preview.screen.split("\n")]
+        height = max(1, self.part("#preview-box").content_size.height)
+        used = [i for i, line in enumerate(lines) if line]
+        end = max(used[-1] + 1 if used else 0, (preview.cursor or 0) + 1)
+        start = max(0, end - height)
+        if preview.cursor is not None and preview.cursor < start:
+            start = preview.cursor
+        self.preview_text = "\n".join(lines[start : start + height])
+        style = "" if preview.live else "dim"
+        self.part("#preview").update(
+            Text(self.preview_text, style=style, no_wrap=True, overflow="crop")
+        )
 
     # drawing
 
@@ -175,22 +259,48 @@ class Dashboard(App[None]):
             return
         table = found.first()
         keys, now = self.board.visible(), time.time()
-        if [_key(row.key.value) for row in table.ordered_rows] != keys:
+        layout = self.arrange(keys, now)
+        if layout != self.layout or [_key(row.key.value) for row in table.ordered_rows] != keys:
             with table.prevent(DataTable.RowHighlighted):  # the rebuild is not the user moving
-                table.clear()
+                table.clear(columns=layout != self.layout)
+                if layout != self.layout:
+                    for label, width in layout:
+                        table.add_column(label, width=width, key=label or "mark")
+                    self.layout = layout
                 for key in keys:
-                    table.add_row(*self.board.row(key, now), key=_row_key(key))
+                    table.add_row(*self.board.cells(key, now, layout), key=_row_key(key))
                 if self.selected in keys:
                     table.move_cursor(row=keys.index(self.selected))
             self.selected_moved(self.current())
         else:
             for key in keys:
-                for column, cell in zip(table.columns, self.board.row(key, now), strict=True):
+                for column, cell in zip(
+                    table.columns, self.board.cells(key, now, layout), strict=True
+                ):
                     table.update_cell(_row_key(key), column, cell)
         self.status()
 
+    def arrange(self, keys: list[Key], now: float) -> list[tuple[str, int]]:
+        """The columns that fit, and where the list and the preview go: side by side in a wide
+        terminal (the list as wide as its columns, the preview the rest), else one above the
+        other."""
+        width = self.size.width
+        stacked = width < STACKED_BELOW
+        self.part("#main").set_class(stacked, "stacked")
+        room = width - SCROLLBAR - (0 if stacked else PREVIEW_MIN)
+        layout = self.board.layout(keys, now, room)
+        records = self.part("#records")
+        wanted = "1fr" if stacked else str(sum(w + PAD for _, w in layout) + SCROLLBAR)
+        if str(records.styles.width) != wanted:
+            records.styles.width = wanted
+            # a width set while the table is rebuilt is not always laid out on its own
+            self.call_after_refresh(self.screen_stack[0].refresh, layout=True)
+        if self.preview is not None:
+            self.call_after_refresh(self.draw_preview)
+        return layout
+
     def current(self) -> Key | None:
-        table = self.query_one(DataTable)
+        table = self.part("#records")
         if not table.row_count:
             return None
         cell = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0))
@@ -208,23 +318,34 @@ class Dashboard(App[None]):
             self.call_later(self.redraw)
         entry = self.board.entries.get(key) if key else None
         self.feed.select(key, entry.record["mode"] if entry else "")
-        self.preview_text = ""
-        self.query_one("#preview", Static).update("")
+        self.preview = None
+        self.draw_preview()
         self.title_preview()
 
     def title_preview(self) -> None:
-        box = self.query_one("#preview-box")
+        box = self.part("#preview-box")
         entry = self.board.entries.get(self.selected) if self.selected else None
-        box.border_title = (entry.record.get("name") or entry.record["id"]) if entry else ""
+        box.border_title = plain(_name(entry.record)) if entry else ""
 
     def status(self) -> None:
+        """The line under the list: whether the node answers, the count, the filter, a note."""
         shown, total = len(self.board.visible()), len(self.board.entries)
-        parts = [f"roost tui · {self.where}", f"{total} records" if self.loaded else "loading…"]
+        line = Text(no_wrap=True, overflow="ellipsis")
+        if self.lost_since is not None:
+            what = "hub" if self.board.hub else "node"
+            line.append(
+                f" {what} not answering since {_clock(self.lost_since)}: states with ? are the "
+                "last known ",
+                style="bold white on red",
+            )
+            line.append(" · ")
+        line.append(f"{total} records" if self.loaded else "loading…")
         if self.board.filter:
-            parts.append(f"filter '{self.board.filter}': {shown} shown")
+            line.append(f" · filter '{self.board.filter}': {shown} shown", style="bold")
         if self.note:
-            parts.append(self.note)
-        self.query_one("#status", Static).update(" · ".join(parts))
+            line.append(f" · {self.note}")
+        line.append(f" · {self.where} · ? keys")
+        self.part("#status").update(line)
 
     # keys
 
@@ -265,28 +386,65 @@ class Dashboard(App[None]):
             yield
 
     def action_spawn(self) -> None:
+        """The spawn form, with the defaults (``spawn`` in the config file) or, after a spawn
+        that failed, what was typed then and why it failed."""
         node = (self.selected[0] if self.selected else "") if self.board.hub else None
+        try:
+            from roost.config import load  # as roost spawn: the config file's [spawn] defaults
+
+            config = load()
+        except RoostError as err:
+            self.notify(f"spawn: {err.code}: {err.message}", severity="error", timeout=10)
+            return
+        defaults = {
+            "provider": built_in()[0],
+            "cwd": os.getcwd(),
+            "mode": config.spawn_mode()[0],
+            "size": config.spawn_size()[0] or "",
+            "node": node or "",
+        }
+        values = self.drafts.pop("spawn", defaults)
+        error = self.errors.pop("spawn", "")
 
         def spawned(values: dict[str, str] | None) -> None:
             if values:
                 key = (values.get("node", ""), "")
-                self.request(key, "spawn", "session.spawn", spawn_body(values), timeout=60.0)
+                body = spawn_body(values, config.spawn_env())
+                body["restore"] = config.spawn_restore()[0]
+                self.request(key, "spawn", "session.spawn", body, 60.0, draft=("spawn", values))
 
-        self.push_screen(spawn_form(os.getcwd(), node), spawned)
+        self.push_screen(spawn_form(values, node, error), spawned)
 
     def action_prompt(self) -> None:
+        """A prompt typed into a pty session, or a turn run with it on a stream session; refused
+        before anything is typed when the record cannot take it."""
         entry, key = self.entry(), self.selected
         if entry is None or key is None:
             return
+        name, stream = _name(entry.record), entry.record["mode"] == "stream"
+        if entry.state not in PROMPTABLE:
+            how = "r resumes it" if entry.state == "dormant" else "it cannot run again"
+            self.notify(
+                f"{name} is {entry.state}: nothing takes a prompt ({how})", severity="warning"
+            )
+            return
+        method, what = ("session.turn", "turn") if stream else ("session.prompt", "prompt")
+        slot = (what, key)
 
         def typed(values: dict[str, str] | None) -> None:
             if values is not None:
                 body = {"id": key[1], "text": values["text"]}
-                self.request(key, "prompt", "session.prompt", body)
+                self.request(key, what, method, body, 60.0 if stream else 15.0, (slot, values))
 
         self.board.seen(key)
-        name = entry.record.get("name") or entry.record["id"]
-        self.push_screen(Form(f"prompt {name}", [("text", "text (enter submits)", "")]), typed)
+        title = (
+            f"turn of {name} (stream: runs the provider once with the text)"
+            if stream
+            else (f"prompt {name}")
+        )
+        text = self.drafts.pop(slot, {}).get("text", "")
+        form = Form(title, [("text", "text", text)], error=self.errors.pop(slot, ""))
+        self.push_screen(form, typed)
 
     def action_stop(self) -> None:
         if (key := self.selected) and self.entry() is not None:
@@ -300,16 +458,51 @@ class Dashboard(App[None]):
         entry, key = self.entry(), self.selected
         if entry is None or key is None:
             return
+        name = _name(entry.record)
+        if entry.state in ACTIVE:  # the node refuses it (session-record-busy): say so now
+            self.notify(
+                f"{name} is {entry.state}: stop it first (s), then forget it", severity="warning"
+            )
+            return
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self.request(key, "forget", "session.forget", {"id": key[1]})
 
-        name = entry.record.get("name") or entry.record["id"]
         self.push_screen(Confirm(f"forget {name}? its record and history go"), answered)
 
+    def action_diff(self) -> None:
+        """What a worktree session changed against its base, on a page of its own."""
+        entry, key = self.entry(), self.selected
+        if entry is None or key is None:
+            return
+        name = _name(entry.record)
+        if not entry.record.get("worktree"):
+            self.notify(
+                f"{name} has no worktree of its own: diff is for a session spawned with one "
+                "(the spawn form's worktree, or roost spawn --worktree)",
+                severity="warning",
+            )
+            return
+        ctx = self.ctx_for(key)
+
+        def run() -> None:
+            try:
+                doc = ctx.call("session.diff", {"id": key[1]}, timeout=30.0)
+            except RoostError as err:
+                self.call_from_thread(
+                    self.notify, f"diff: {err.code}: {err.message}", severity="error"
+                )
+            else:
+                self.call_from_thread(self.push_screen, Page(f"diff of {name}", _diff_text(doc)))
+
+        self.run_worker(run, thread=True, group="requests", exit_on_error=False)
+
+    def action_help(self) -> None:
+        self.push_screen(Page("roost tui", HELP))
+
     def action_filter(self) -> None:
-        field = self.query_one("#filter", Input)
+        field = self.part("#filter")
         field.add_class("shown")
         field.value = self.board.filter
         field.focus()
@@ -327,13 +520,13 @@ class Dashboard(App[None]):
             self.set_filter(event.value)
 
     def set_filter(self, text: str) -> None:
-        field = self.query_one("#filter", Input)
+        field = self.part("#filter")
         with field.prevent(Input.Changed):
             field.value = text
         if not text:
             field.remove_class("shown")
         self.board.filter = text
-        self.query_one(DataTable).focus()
+        self.part("#records").focus()
         self.redraw()
 
     # requests
@@ -343,23 +536,62 @@ class Dashboard(App[None]):
         return dataclasses.replace(self.ctx, node=key[0]) if key[0] else self.ctx
 
     def request(
-        self, key: Key, what: str, method: str, body: dict[str, Any], timeout: float = 15.0
+        self,
+        key: Key,
+        what: str,
+        method: str,
+        body: dict[str, Any],
+        timeout: float = 15.0,
+        draft: tuple[object, dict[str, str]] | None = None,
     ) -> None:
         """One request on a connection of its own, in a thread: the dashboard stays live (a
-        stop waits out the grace period); the outcome is a notice, the change comes as events."""
+        stop waits out the grace period); the outcome is a notice, the change comes as events.
+        ``draft``: the form it was typed in and its values, kept when the request fails."""
         ctx = self.ctx_for(key)
+
+        def failed(err: RoostError) -> None:
+            message = f"{what}: {err.code}: {err.message}"
+            if draft is not None:
+                self.drafts[draft[0]], self.errors[draft[0]] = draft[1], message
+                message += f" (what you typed is kept: {what[0]} opens it again)"
+            self.notify(message, severity="error", timeout=12)
 
         def run() -> None:
             try:
                 ctx.call(method, body, timeout=timeout)
             except RoostError as err:
-                self.call_from_thread(
-                    self.notify, f"{what}: {err.code}: {err.message}", severity="error"
-                )
+                self.call_from_thread(failed, err)
             else:
                 self.call_from_thread(self.notify, f"{what}: accepted")
 
         self.run_worker(run, thread=True, group="requests", exit_on_error=False)
+
+
+def _name(rec: dict[str, Any]) -> str:
+    return str(rec.get("name") or rec["id"])
+
+
+def _clock(when: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(when))
+
+
+def _diff_text(doc: dict[str, Any]) -> Text:
+    """``roost diff``'s summary, then the patch coloured as git colours it."""
+    text = Text("\n".join(summary(doc)) + "\n\n")
+    for line in (doc.get("patch") or "").splitlines():
+        style = ""
+        if line.startswith(("+++", "---", "diff ", "index ")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        text.append(line + "\n", style=style)
+    if doc.get("truncated"):
+        text.append("... (the patch is cut here; see git diff in the worktree)\n", style="dim")
+    return text
 
 
 def _row_key(key: Key) -> str:

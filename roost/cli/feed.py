@@ -13,8 +13,8 @@ Through a hub every linked node is followed: topics arrive as ``<node-id>/e/...`
 its own sequence numbers, and requests go to ``<node-id>/node``. A node that links after the
 dashboard started is found at the next silence check (``hub.nodes``).
 
-What it learns goes to ``post`` as ``Batch``, ``Preview`` and ``Note`` values, from its thread; the
-dashboard turns them into Textual messages.
+What it learns goes to ``post`` as ``Batch``, ``Preview``, ``Health`` and ``Note`` values, from its
+thread; the dashboard turns them into Textual messages.
 """
 
 from __future__ import annotations
@@ -54,6 +54,15 @@ class Preview:
     key: Key
     screen: str
     live: bool  # the live screen (else the last one saved, or a note)
+    cursor: int | None = None  # the cursor's row on a live screen
+
+
+@dataclass
+class Health:
+    """Whether the node (or hub) answers: ``since`` is the wall-clock time it last answered
+    while it does not, None once it answers again."""
+
+    since: float | None
 
 
 @dataclass
@@ -79,7 +88,8 @@ class Feed:
         self.preview_at = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="roost-tui-feed", daemon=True)
-        self.alive = Liveness(client, float("inf"), note=lambda text: self.post(Note(text)))
+        self.answered = time.time()  # when the node (or hub) last answered or published
+        self.alive = Liveness(client, float("inf"), note=self._health)
 
     def start(self) -> None:
         self._thread.start()
@@ -90,6 +100,11 @@ class Feed:
 
     def select(self, key: Key | None, mode: str = "") -> None:
         self.wanted = (key, mode) if key is not None else None
+
+    def _health(self, _text: str) -> None:
+        """Liveness's note, said once when the node stops answering and once when it is back."""
+        lost = self.alive.lost_at is not None
+        self.post(Health(self.answered if lost else None))
 
     # the thread
 
@@ -127,6 +142,7 @@ class Feed:
             got = self.stream.recv(timeout)
             while got is not None:
                 self.alive.heard()
+                self.answered = time.time()
                 self._message(got[0], got[1], batch)
                 got = self.stream.recv(0)
             self._settle(batch)
@@ -211,7 +227,9 @@ class Feed:
             self.post(Preview(key, f"(no screen: {err.code})", live=False))
             return
         if doc.get("screen") is not None:
-            self.post(Preview(key, str(doc["screen"]), live=True))
+            cursor = (doc.get("cursor") or {}).get("row")
+            row = cursor if isinstance(cursor, int) else None
+            self.post(Preview(key, str(doc["screen"]), live=True, cursor=row))
         elif doc.get("last_screen") is not None:
             self.post(Preview(key, str(doc["last_screen"]), live=False))
         else:
@@ -223,6 +241,7 @@ class Feed:
         changed = self.alive.check()
         if changed is None:
             return
+        self.answered = time.time()
         try:
             if changed:
                 self._subscribe()

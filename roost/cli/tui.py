@@ -1,14 +1,17 @@
 """``roost tui``: a full-screen dashboard of every record, driven by the node's events.
 
 The list is read once; from then on events move it (``roost.cli.feed``), never a poll. The
-selected record's screen is previewed beside the list, live. A record that newly needs attention
-rings the terminal bell, pops a notice and is marked ``!`` until the user moves onto it. Keys:
+bottom of the selected record's screen is previewed beside the list (under it in a narrow
+terminal), live. A record that newly needs attention rings the terminal bell, pops a notice and
+is marked ``!`` until the user moves onto it. The status line says the count, the filter and
+whether the node answers. Keys:
 
     enter, a   attach (the terminal is handed to ``roost attach``; its detach key comes back)
-    n          spawn a session          p   type a prompt into the selected session
+    n          spawn a session          p   a prompt (pty) or a turn (stream)
     s          stop                     r   resume
-    f          forget (asks first)      /   filter (words that must all match); escape clears
-    q          quit
+    f          forget (asks first)      d   a worktree session's diff
+    /          filter (words that must all match); escape clears
+    ?          the keys and columns     q   quit
 
 Pointed at a hub (``--hub``) it shows every linked node's records with a NODE column and sends
 each action to the record's node. It is for a terminal: ``--json`` is refused (``bad-request``;
@@ -30,9 +33,10 @@ from roost.cli.context import Ctx, command
 def tui(ctx: Ctx) -> None:
     """A full-screen dashboard of every record (every node's through --hub), moved by events.
 
-    Keys: enter/a attach (Ctrl-] comes back), n spawn, p prompt, s stop, r resume, f forget,
-    / filter (escape clears), q quit. A record that newly needs attention rings the bell and is
-    marked '!'. --json is refused (bad-request): `roost ls --json` prints the list as JSON.
+    Keys: enter/a attach (Ctrl-] comes back), n spawn, p prompt (a turn on a stream session),
+    s stop, r resume, f forget, d diff (a worktree session), / filter (escape clears), ? keys,
+    q quit. A record that newly needs attention rings the bell and is marked '!'. --json is
+    refused (bad-request): `roost ls --json` prints the list as JSON.
     """
     if ctx.json:
         raise RoostError(

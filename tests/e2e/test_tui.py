@@ -8,26 +8,31 @@ with a deadline, for the dashboard to show it without a key being pressed.
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import subprocess
 import sys
 import time
+import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.cells import cell_len
 from textual.app import App
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from roost.cli.context import Ctx, Remote
 from roost.cli.dashboard import Dashboard
-from tests.e2e.conftest import FAKES, Node, wait_for
+from tests.e2e.conftest import FAKES, Node, activity, stopped, wait_for
 from tests.e2e.test_hub import Lab, lab  # noqa: F401 (the fixture of a hub and two nodes)
+from tests.e2e.test_worktrees import repo  # noqa: F401 (the fixture of a git repository)
 
 SIZE = (160, 45)
+SIZES = [(80, 24), (120, 40), (200, 50)]  # the sizes a person runs it at, each test at all three
 
 
 def rows(app: App[Any]) -> list[str]:
@@ -38,6 +43,18 @@ def rows(app: App[Any]) -> list[str]:
 
 def row_of(app: Dashboard, name: str) -> str:
     return next((line for line in rows(app) if f" {name} " in f" {line} "), "")
+
+
+def shown(app: App[Any]) -> str:
+    """What a person sees: the screen as drawn, one line per terminal row."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def line_of(screen: str, name: str) -> str:
+    """The drawn line of the record called ``name`` ("" if none shows it; the preview's title,
+    which names the selected record, is not a row)."""
+    lines = [line.split("╭")[0] for line in screen.splitlines()]
+    return next((line for line in lines if f" {name}" in line), "")
 
 
 async def until(
@@ -151,6 +168,207 @@ def test_a_record_that_enters_attention_rings_and_is_marked(
     run(scenario)
 
 
+def claude_env(tmp_path: Path) -> list[str]:
+    env = [f"ROOST_CLAUDE_BIN={FAKES / 'claude'}", f"CLAUDE_CONFIG_DIR={tmp_path / 'claude'}"]
+    return [a for pair in env for a in ("--env", pair)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_attention_is_drawn_in_full_with_its_mark_at_every_size(
+    node: Node, tmp_path: Path, project: Path, size: tuple[int, int]
+) -> None:
+    node.up()
+    node.run("spawn", "echo", "--name", "first")
+    spawn_cc = ("spawn", "claude", "--name", "cc", "--cwd", str(project), *claude_env(tmp_path))
+
+    async def scenario() -> None:
+        app = dashboard(node)
+        async with app.run_test(size=size) as pilot:
+            await until(pilot, lambda: line_of(shown(app), "first"), "first drawn")
+            await cli(node, *spawn_cc, "--env", "FAKE_CLAUDE_SCREEN=permission")
+            await until(pilot, lambda: "ready" in row_of(app, "cc"), "cc ready")
+            await pilot.press("down", "p", *"make a file", "enter")
+            line = await until(
+                pilot,
+                lambda: "attention (permission)" in (got := line_of(shown(app), "cc")) and got,
+                "the whole state drawn on cc's line",
+            )
+            assert re.search(r"!\s+cc\s", line), f"no ! mark drawn before cc: {line!r}"
+            assert "STATE" in shown(app)
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_status_line_is_drawn_and_says_when_the_node_does_not_answer(
+    node: Node, size: tuple[int, int]
+) -> None:
+    node.up()
+    node.run("spawn", "echo", "--name", "alpha")
+    pid = node.pid()
+
+    async def scenario() -> None:
+        app = dashboard(node)
+        async with app.run_test(size=size) as pilot:
+            await until(pilot, lambda: "ready" in line_of(shown(app), "alpha"), "alpha ready")
+            await until(pilot, lambda: "1 records" in shown(app), "the count on screen")
+            await pilot.press("slash", *"alp", "enter")
+            await until(pilot, lambda: "filter 'alp': 1 shown" in shown(app), "the filter said")
+            with stopped(pid):
+                screen = await until(
+                    pilot,
+                    lambda: "node not answering since" in (got := shown(app)) and got,
+                    "the node's silence said",
+                    timeout=20.0,
+                )
+                assert re.search(r"not answering since \d\d:\d\d:\d\d", screen)
+                assert "live?" in line_of(screen, "alpha"), "a state no longer known, unmarked"
+            await until(
+                pilot,
+                lambda: "not answering" not in (got := shown(app)) and "live?" not in got,
+                "the node answering again",
+                timeout=20.0,
+            )
+            assert "live" in line_of(shown(app), "alpha")
+
+    run(scenario)
+
+
+def box_edges(screen: str) -> set[int]:
+    """The cells where the preview box's right border is drawn, row by row."""
+    return {
+        cell_len(line[: line.rfind(ch)])
+        for line in screen.splitlines()
+        for ch in "╮│╯"
+        if ch in line
+    }
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_columns_fit_and_the_preview_shows_the_bottom_of_a_tall_screen(
+    node: Node, size: tuple[int, int]
+) -> None:
+    node.up()
+    node.run("spawn", "echo", "--name", "🚀 web", "--size", "60x100")
+    node.run("spawn", "echo", "--name", "a-rather-long-session-name-for-the-list")
+    node.wait_screen("🚀 web", "echo-ready>")
+    node.run("prompt", "🚀 web", "x" * 2990 + " END-MARK")
+    node.wait_screen("🚀 web", "END-MARK")
+
+    async def scenario() -> None:
+        app = dashboard(node)
+        async with app.run_test(size=size) as pilot:
+            await until(pilot, lambda: "ready" in line_of(shown(app), "web"), "web drawn")
+            await pilot.pause(0.5)  # settled: what a person reads
+            screen = shown(app)
+            header = next(line for line in screen.splitlines() if "NAME" in line)
+            assert "STATE" in header and "NAME" in header
+            for name in ("web", "a-rather-long"):
+                assert re.search(r"\slive\s", line_of(screen, name)), screen
+            if size[0] >= 120:  # wide enough for every column but CWD's full path
+                assert "AGE" in header and "LAST" in header, header
+                assert re.search(r"\d+[smhd]\s+\d+[smhd]\s*│", line_of(screen, "web")), screen
+            # the bottom of the tall screen: the prompt the agent printed last, under the answer
+            await until(pilot, lambda: "echo-ready>" in app.preview_text, "the screen's bottom")
+            screen = shown(app)
+            assert "MARK" in screen and "echo-ready>" in screen, screen
+            assert len(box_edges(screen)) == 1, f"the preview's border is not straight:\n{screen}"
+
+    run(scenario)
+
+
+async def select(pilot: Pilot[None], app: Dashboard, name: str) -> None:
+    """Move the list's cursor onto the record called ``name``."""
+    await pilot.press(*["up"] * len(app.board.entries))
+    for _ in app.board.entries:
+        if app.selected and _name(app, app.selected) == name:
+            return
+        await pilot.press("down")
+    raise AssertionError(f"{name} not in the list: {rows(app)}")
+
+
+def _name(app: Dashboard, key: tuple[str, str]) -> str:
+    return str(app.board.entries[key].record.get("name"))
+
+
+def field(app: App[Any], name: str) -> Input:
+    return app.screen.query_one(f"#field-{name}", Input)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_turns_spawn_with_every_field_diff_and_help_from_the_keys(
+    node: Node,
+    repo: Path,  # noqa: F811
+    size: tuple[int, int],
+) -> None:
+    node.up()
+    node.run("spawn", "echo", "--name", "st", "--mode", "stream")
+    node.run("spawn", "echo", "--name", "gone")
+    node.run("stop", "gone")
+
+    async def scenario() -> None:
+        app = dashboard(node)
+        async with app.run_test(size=size) as pilot:
+            await until(pilot, lambda: row_of(app, "st") and row_of(app, "gone"), "listed")
+            await pilot.press("question_mark")  # the keys, on a page of their own
+            await until(pilot, lambda: "forget a stopped record" in shown(app), "the help page")
+            await pilot.press("escape")
+            # a stream session: p runs a turn with the text
+            await select(pilot, app, "st")
+            await pilot.press("p")
+            await until(pilot, lambda: "turn of st" in shown(app), "the turn's form")
+            await pilot.press(*"hello", "enter")
+            await until(pilot, lambda: _notified(app, "turn: accepted"), "the turn accepted")
+            await until(pilot, lambda: _turned(node, "st"), "the turn ran")
+            # a dormant record: refused before anything is typed
+            await select(pilot, app, "gone")
+            await pilot.press("p")
+            await until(pilot, lambda: _notified(app, "gone is dormant"), "refused at once")
+            assert len(app.screen_stack) == 1
+            await pilot.press("d")  # no worktree: said so
+            await until(pilot, lambda: _notified(app, "no worktree"), "no diff to show")
+            # the spawn form: every field, and how to submit or cancel it
+            await pilot.press("n")
+            await until(pilot, lambda: "enter submits" in shown(app), "the form's hint")
+            screen = shown(app)
+            assert "escape cancels" in screen and "worktree" in screen and "env" in screen
+            field(app, "name").value = "made"
+            field(app, "cwd").value = str(repo)
+            field(app, "worktree").value = "+"
+            field(app, "env").value = "A=1 B"
+            await pilot.press("enter")  # the env is wrong: said in the form, nothing lost
+            await until(pilot, lambda: "KEY=VALUE pairs, not 'B'" in shown(app), "bad env said")
+            assert field(app, "name").value == "made"
+            field(app, "env").value = "A=1 B=2"
+            field(app, "size").value = "30x90"
+            field(app, "provider").value = "no-such-agent"
+            await pilot.press("enter")  # refused by the node: what was typed is kept
+            await until(pilot, lambda: _notified(app, "what you typed is kept"), "spawn failed")
+            await pilot.press("n")
+            await until(pilot, lambda: field(app, "name").value == "made", "the form again")
+            assert field(app, "env").value == "A=1 B=2" and field(app, "worktree").value == "+"
+            field(app, "provider").value = "echo"
+            await pilot.press("enter")
+            await until(pilot, lambda: "live" in row_of(app, "made"), "spawned from the form")
+            rec = node.record("made")
+            assert rec["worktree"] and rec["env"] == ["A", "B"]
+            assert rec["size"] == {"rows": 30, "cols": 90}
+            (Path(rec["cwd"]) / "NEW-FILE").write_text("new\n")
+            await select(pilot, app, "made")
+            await pilot.press("d")
+            await until(pilot, lambda: "NEW-FILE" in shown(app), "the diff on screen")
+            assert "diff of made" in shown(app)
+            await pilot.press("escape")
+            assert len(app.screen_stack) == 1
+
+    run(scenario)
+
+
+def _turned(node: Node, name: str) -> bool:
+    events = node.run("events", "--id", node.record(name)["id"])["events"]
+    return any(e["kind"] == "session.turn" for e in events)
+
+
 def test_stop_resume_forget_and_attach_keys(node: Node) -> None:
     node.up()
     node.run("spawn", "echo", "--name", "solo")
@@ -174,8 +392,9 @@ def test_stop_resume_forget_and_attach_keys(node: Node) -> None:
             assert len(attached) == 1
             await pilot.press("r")
             await until(pilot, lambda: "live" in row_of(app, "solo").split(), "resumed")
-            await pilot.press("f", "y")  # refused while live: the notice says so
-            await until(pilot, lambda: _notified(app, "session-record-busy"), "refusal shown")
+            await pilot.press("f")  # refused while live, before asking: the notice says so
+            await until(pilot, lambda: _notified(app, "stop it first"), "refusal shown")
+            assert len(app.screen_stack) == 1  # no question was asked
             await pilot.press("s")
             await until(pilot, lambda: "dormant" in row_of(app, "solo"), "stopped again")
             await pilot.press("f", "n")
@@ -303,3 +522,55 @@ def test_in_a_real_terminal_the_list_moves_and_attach_comes_back(node: Node, tmu
     tmux("send-keys", "-t", "tui", "C-]")  # detach: the dashboard again
     back = tmux.wait("PROVIDER")
     assert "beta" in back and "alpha" in back
+
+
+def cells(text: str) -> int:
+    """How many columns a terminal (tmux, wcwidth) gives ``text``: wide and full-width
+    characters two, combining marks, joiners and variation selectors none."""
+    width = 0
+    for ch in text:
+        if unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+            continue
+        width += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return width
+
+
+def test_in_a_real_terminal_attention_status_and_columns_are_readable(
+    node: Node, tmux: Tmux, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    node.run("spawn", "echo", "--name", "first")
+    node.run("spawn", "echo", "--name", "\u2764\ufe0f web")  # an emoji with a variation selector
+    node.run("spawn", "echo", "--name", "a-rather-long-session-name-for-the-list")
+    spawn_cc = ("spawn", "claude", "--name", "cc", "--cwd", str(project), *claude_env(tmp_path))
+    node.run(*spawn_cc, "--env", "FAKE_CLAUDE_SCREEN=permission")
+    activity(node, "cc", "ready")
+    tmux(
+        "new-session", "-d", "-s", "tui", "-x", "160", "-y", "45", f"{sys.executable} -m roost tui"
+    )
+    pane = tmux.wait("4 records")  # the status line, above the keys
+    header = next(line for line in pane.splitlines() if "PROVIDER" in line)
+    assert "AGE" in header and "LAST" in header, header
+    tmux("send-keys", "-t", "tui", "Down")  # onto the emoji's record: its name titles the preview
+    pane = tmux.wait("web ─")
+    time.sleep(0.5)  # settled
+    pane = tmux.screen()
+    edges = {  # where the right border is drawn: the last column, on every row of the box
+        cells(line[:i])
+        for line in pane.splitlines()
+        for i, ch in enumerate(line)
+        if ch in "╮╯" or (ch == "│" and i == line.rfind("│"))
+    }
+    assert edges == {159}, f"the preview's right border is not straight:\n{pane}"
+
+    def cc_row() -> str | None:
+        row = next((line for line in tmux.screen().splitlines() if " claude " in line), "")
+        return row if "attention (permission)" in row else None
+
+    node.run("prompt", "cc", "make a file")
+    row = wait_for(cc_row, 15.0, "cc's row with its whole state")
+    assert re.search(r"!\s+cc\s", row), row
+    with stopped(node.pid()):
+        pane = tmux.wait("not answering since", timeout=25.0)
+        assert "live?" in pane
+    tmux.wait("4 records", gone="not answering", timeout=25.0)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from roost.cli.board import Board, ago, short_path
+import pytest
+
+from roost.broker.errors import RoostError
+from roost.cli.board import PAD, Board, ago, fit, plain, short_path
+from roost.cli.tui_forms import spawn_body
 
 
 def rec(rid: str, state: str = "live", **kw: Any) -> dict[str, Any]:
@@ -104,3 +108,82 @@ def test_ages_and_paths_fit_their_columns() -> None:
     assert short_path(os.path.join(home, "src", "app")) == "~/src/app"
     long = "/srv/" + "x" * 40 + "/app"
     assert short_path(long) == "…" + long[-27:] and len(short_path(long)) == 28
+
+
+def widths(layout: list[tuple[str, int]]) -> int:
+    return sum(w + PAD for _, w in layout)
+
+
+def test_columns_fit_their_content_and_give_way_in_order_keeping_the_state_whole() -> None:
+    board = Board()
+    board.load([rec("r1", name="web"), rec("r2", "attention", attention="permission")])
+    board.update(rec("r3", "attention", name="x" * 40, attention="permission"))
+    keys = board.visible()
+    wide = board.layout(keys, 200.0, 200)
+    assert [label for label, _ in wide] == list(board.columns())
+    assert dict(wide)["STATE"] == len("attention (permission)") and dict(wide)[""] == 1
+    assert dict(wide)["NAME"] == 24  # capped: the rest is cut with …
+    narrow = board.layout(keys, 200.0, 78)
+    assert widths(narrow) <= 78
+    assert [label for label, _ in narrow] == [  # CWD, then ID, gave way
+        "",
+        "NAME",
+        "PROVIDER",
+        "MODE",
+        "STATE",
+        "ACTIVITY",
+        "AGE",
+        "LAST",
+    ]
+    assert dict(narrow)["STATE"] == len("attention (permission)")
+    smaller = board.layout(keys, 200.0, 60)
+    assert [label for label, _ in smaller] == ["", "NAME", "STATE", "ACTIVITY", "LAST"]
+    tiny = board.layout(keys, 200.0, 40)
+    assert [label for label, _ in tiny] == ["", "NAME", "STATE"]  # the state, whole, even here
+    row = [str(c) for c in board.cells(("", "r3"), 200.0, narrow)]
+    assert row[0] == "!" and row[1].endswith("…") and row[4] == "attention (permission)"
+
+
+def test_through_a_hub_the_node_column_gives_way_after_the_others() -> None:
+    board = Board(hub=True)
+    board.load([rec("r1", node="lab-a")])
+    labels = [label for label, _ in board.layout(board.visible(), 200.0, 36)]
+    assert labels == ["NODE", "", "NAME", "STATE", "ACTIVITY"]
+
+
+def test_a_node_that_does_not_answer_leaves_active_states_unknown() -> None:
+    board = Board()
+    board.load([rec("r1"), rec("r2", "dormant")])
+    board.stale = True
+    assert cells(board, "r1")[5:7] == ["live?", "?"]
+    assert cells(board, "r2")[5] == "dormant"  # nothing can move it while the node is away
+    board.stale = False
+    assert cells(board, "r1")[5:7] == ["live", "ready"]
+
+
+def test_names_are_drawn_at_the_width_they_are_counted() -> None:
+    assert plain("\u2764\ufe0f web") == "\u2764 web"  # no variation selector
+    assert plain("a\u200db") == "ab" and plain("tab\there") == "tab here"
+    assert plain("e\u0301") == "\u00e9"  # combined, not dropped
+    assert fit("abcdef", 4) == "abc…" and fit("abc", 4) == "abc"
+
+
+def test_the_spawn_form_becomes_a_spawn_body_or_says_which_field_is_wrong() -> None:
+    values = {"provider": "echo ", "name": "", "cwd": "/srv", "mode": "", "worktree": "+"}
+    body = spawn_body({**values, "env": "A=1 B=x=y", "size": "30x90"}, {"A": "0", "C": "3"})
+    assert body == {
+        "provider": "echo",
+        "name": None,
+        "cwd": "/srv",
+        "env": {"A": "1", "B": "x=y", "C": "3"},
+        "mode": "pty",
+        "rows": 30,
+        "cols": 90,
+        "worktree": True,
+    }
+    assert spawn_body({**values, "worktree": "fix/login"})["worktree"] == "fix/login"
+    assert "worktree" not in spawn_body({**values, "worktree": " "})
+    for field, value in (("env", "NOPE"), ("size", "big"), ("mode", "tty")):
+        with pytest.raises(RoostError) as err:
+            spawn_body({**values, field: value})
+        assert err.value.code == "bad-request" and err.value.detail == {"field": field}
