@@ -225,6 +225,9 @@ class Supervisor:
             self.keyboard.update_gate()  # closed before anyone can see a login screen's verdict
             self.report("node.session.classified", {"classification": result})
 
+    def prompted(self) -> None:
+        self.classifier.prompted()
+
     def report(self, method: str, body: dict[str, Any]) -> None:
         """A durable report to the node (through the outbox, in order with everything else)."""
         self.outbox.put(

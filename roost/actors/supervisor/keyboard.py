@@ -123,6 +123,8 @@ class Keyboard:
                 await self._write(agent, *keys)
             finally:
                 self.typing = False
+            if data.get("input") == "prompt":
+                sup.prompted()
         self.update_gate()
         return {"typed": True}
 
