@@ -64,6 +64,7 @@ class FakeTerm:
 
 class FakeAgent:
     pending = 0  # bytes typed that the terminal has not taken
+    canonical: int | None = None  # the line limit of a terminal in canonical mode
 
     def __init__(self, term: FakeTerm) -> None:
         self.term = term
@@ -73,6 +74,9 @@ class FakeAgent:
         self.typed.append(data)
         if self.term.echo:
             self.term.shown += data.decode()
+
+    def line_max(self) -> int | None:
+        return self.canonical
 
 
 class FakePeer:

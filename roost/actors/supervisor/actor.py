@@ -127,6 +127,7 @@ class Supervisor:
         self.term.feed(data)
         self.fanout.push(offset, data)
         self.classifier.changed()
+        self.keyboard.update_gate()  # the terminal's mode may have changed with it (line_max)
 
     def _publish(self, offset: int, data: bytes) -> None:
         if self.peer.registered.is_set():
