@@ -285,10 +285,13 @@ def main(argv: list[str] | None = None) -> int:
         import threading
 
         threading.Thread(target=ticker, args=(tick / 1000,), daemon=True).start()
-    print("roost echo agent 1 - answers every line with 'echo: <line>'; /exit quits", flush=True)
-    _, path = open_session(args)
+    # byte by byte before the first output: the terminal's mode is read as output arrives
     lines = None if os.environ.get("ROOST_ECHO_CANONICAL") == "1" else RawLines.of_stdin()
     try:
+        print(
+            "roost echo agent 1 - answers every line with 'echo: <line>'; /exit quits", flush=True
+        )
+        _, path = open_session(args)
         while True:
             try:
                 if not answer_one(path, lines):
