@@ -17,6 +17,12 @@ Session files live in ``$ROOST_ECHO_HOME`` (default ``~/.roost-echo``)/sessions/
 Ctrl-C at the prompt behaves as in a shell: the line typed so far is dropped and a new prompt
 follows; the agent runs on (``/exit`` or Ctrl-D ends it).
 
+On a terminal it reads byte by byte (the terminal's canonical mode off: it edits the line
+itself, Backspace and Ctrl-U, and echoes what it reads), so a line of any length arrives whole; a
+terminal in canonical mode keeps at most 4095 bytes of a line and drops the rest.
+``ROOST_ECHO_CANONICAL=1`` (tests) leaves the terminal in canonical mode, as an agent that reads
+its terminal a line at a time.
+
 It needs nothing but the standard library (the adapter runs it with ``python -S``, no site) and
 imports only what it uses: every echo session starts one, and a node starting 200 of them pays
 for each import 200 times.
@@ -27,6 +33,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+
+TYPE_CHECKING = False  # not typing's: the agent imports only what it uses
+if TYPE_CHECKING:
+    from typing import Any
 
 PROMPT = "echo-ready> "
 ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
@@ -275,20 +285,102 @@ def main(argv: list[str] | None = None) -> int:
         import threading
 
         threading.Thread(target=ticker, args=(tick / 1000,), daemon=True).start()
-    print("roost echo agent 1 - answers every line with 'echo: <line>'; /exit quits", flush=True)
-    _, path = open_session(args)
-    while True:
+    # byte by byte before the first output: the terminal's mode is read as output arrives
+    lines = None if os.environ.get("ROOST_ECHO_CANONICAL") == "1" else RawLines.of_stdin()
+    try:
+        print(
+            "roost echo agent 1 - answers every line with 'echo: <line>'; /exit quits", flush=True
+        )
+        _, path = open_session(args)
+        while True:
+            try:
+                if not answer_one(path, lines):
+                    return 0
+            except KeyboardInterrupt:  # Ctrl-C, as in a shell: drop the line, a new prompt
+                print(flush=True)
+    finally:
+        if lines is not None:
+            lines.restore()
+
+
+class RawLines:
+    """Lines read from a terminal byte by byte: canonical mode and the terminal's echo off (the
+    terminal would keep at most 4095 bytes of a line), signals (Ctrl-C) and CR to NL kept on."""
+
+    def __init__(self, saved: list[Any]) -> None:
+        self.saved = saved
+        self.unread = b""  # read past the last line's end
+
+    @classmethod
+    def of_stdin(cls) -> RawLines | None:
+        """Stdin's terminal switched to byte by byte, or None where stdin is no terminal."""
+        if not os.isatty(0):
+            return None
+        import termios
+
         try:
-            if not answer_one(path):
-                return 0
-        except KeyboardInterrupt:  # Ctrl-C, as in a shell: drop the line, a new prompt
-            print(flush=True)
+            saved = termios.tcgetattr(0)
+            mode = termios.tcgetattr(0)
+            mode[3] &= ~(termios.ICANON | termios.ECHO)
+            mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
+            termios.tcsetattr(0, termios.TCSANOW, mode)
+        except termios.error:
+            return None
+        return cls(saved)
+
+    def restore(self) -> None:
+        import contextlib
+        import termios
+
+        with contextlib.suppress(termios.error):
+            termios.tcsetattr(0, termios.TCSANOW, self.saved)
+
+    def read(self, prompt: str) -> str:
+        """One line, without its end, as ``input`` reads it (EOFError at Ctrl-D or the end)."""
+        write(prompt.encode())
+        line = bytearray()
+        while True:
+            try:
+                chunk, self.unread = self.unread or os.read(0, 65536), b""
+            except OSError:  # the terminal hung up
+                chunk = b""
+            if not chunk:
+                raise EOFError
+            shown = bytearray()
+            for i, byte in enumerate(chunk):
+                if byte in (10, 13):  # the line's end (CR where the terminal keeps it)
+                    self.unread = chunk[i + 1 :]
+                    write(shown + b"\r\n")
+                    return line.decode("utf-8", "replace")
+                if byte in (8, 127):  # Backspace: one character (its UTF-8 bytes) less
+                    while line and line[-1] & 0xC0 == 0x80:
+                        line.pop()
+                    if line:
+                        line.pop()
+                        shown += b"\b \b"
+                elif byte == 21:  # Ctrl-U: the line so far
+                    line.clear()
+                    shown += b"\r\x1b[K" + prompt.encode()
+                elif byte == 4:  # Ctrl-D: the end, at the start of a line
+                    if not line:
+                        write(shown)
+                        raise EOFError
+                else:
+                    line.append(byte)
+                    shown += b"^" + bytes([byte + 64]) if byte < 32 and byte != 9 else bytes([byte])
+            write(shown)
 
 
-def answer_one(path: str) -> bool:
+def write(data: bytes | bytearray) -> None:
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def answer_one(path: str, lines: RawLines | None = None) -> bool:
     """Read one line at the prompt and answer it; False at the end (``/exit``, end of input)."""
     try:
-        line = input(PROMPT)
+        line = input(PROMPT) if lines is None else lines.read(PROMPT)
     except EOFError:
         return False
     if line.strip() == "/exit":

@@ -35,6 +35,7 @@ CODES: dict[str, str] = {
     "session-not-live": "the record has no live session to take this request",
     "resume-pending": "the resumed session is not verified yet; nothing was typed, retry shortly",
     "agent-not-reading": "the agent has not read what was typed before; nothing was typed",
+    "line-too-long": "a line is longer than the agent's terminal takes; nothing was typed",
     "stale-generation": "the request names an older generation of the session",
     "no-provider-session": "the record has no provider session id to resume by",
     "unknown-provider": "no adapter for that provider",

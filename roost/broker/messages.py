@@ -68,6 +68,8 @@ class LaunchSpec(TypedDict):
     resume: bool
     turn_silence_s: float | None
     turn_deadline_s: float | None
+    name: str | None  # the record's name at launch, and the node's id: the process's title
+    node_id: str
 
 
 class Active(TypedDict, total=False):

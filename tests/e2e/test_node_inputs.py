@@ -5,6 +5,7 @@ supervisor and a daemon killed with hand-overs still on their way."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sqlite3
@@ -13,6 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from roost.broker.errors import RoostError
 from tests.e2e.conftest import (
     Node,
     alive,
@@ -220,3 +224,43 @@ def _turn_rows(db: Path) -> list[dict[str, Any]]:
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
         conn.row_factory = sqlite3.Row
         return [dict(row) for row in conn.execute("SELECT id, state FROM turns")]
+
+
+def _agent_read(node: Node, rid: str) -> list[str]:
+    """The lines the echo agent read, from its own session file."""
+    rec = node.record(rid)
+    path = node.state_dir / "providers" / "echo" / "sessions" / f"{rec['provider_session']}.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line)["user"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_a_long_prompt_arrives_whole_or_is_refused_before_its_commit(node: Node) -> None:
+    """A prompt of 100 KB on one line: the echo agent reads its terminal byte by byte and gets it
+    whole; an agent whose terminal is in canonical mode (which keeps 4095 bytes of a line) has it
+    refused, ``line-too-long``, and nothing of it is logged or typed."""
+    node.up()
+    long = "".join(f"{i:06d} " for i in range(100_000 // 7))
+    raw = node.run("spawn", "echo", "--name", "raw", "--wait-ready")["record"]["id"]
+    with node.client() as client:
+        assert client.call("session.prompt", {"id": raw, "text": long})["accepted"] is True
+    assert wait_for(lambda: _agent_read(node, raw), 30, "the agent's line") == [long]
+
+    canon = node.run(
+        "spawn", "echo", "--name", "canon", "--env=ROOST_ECHO_CANONICAL=1", "--wait-ready"
+    )["record"]["id"]
+    wait_for(lambda: _inputs(node)["gates_open"] == 2, 10, "the supervisor to open its gate")
+    before = node.events()[-1]["seq"]
+    with node.client() as client:
+        with pytest.raises(RoostError) as refused:
+            client.call("session.prompt", {"id": canon, "text": long})
+        lines = "first line\n" + "y" * 4095 + "\r\nlast"  # each line as long as it may be
+        with pytest.raises(RoostError) as refused_input:
+            client.call("session.input", {"id": canon, "text": "z" * 4096})
+        assert client.call("session.prompt", {"id": canon, "text": lines})["accepted"] is True
+    assert refused.value.code == "line-too-long" == refused_input.value.code
+    assert refused.value.detail == {"record": canon, "limit": 4095, "longest": len(long)}
+    wait_for(lambda: len(_agent_read(node, canon)) == 3, 15, "the lines that fit")
+    assert _agent_read(node, canon) == ["first line", "y" * 4095, "last"]
+    logged = [e for e in node.events(before) if e["kind"] == "session.input"]
+    assert [e["data"]["text"] for e in logged] == [lines]  # the refused never reached the log

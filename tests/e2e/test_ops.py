@@ -122,6 +122,32 @@ timeout_s = 0.5
     assert node.run("node", "status")["actors"]["state"]["health"] == "running"
 
 
+def test_each_prompt_to_the_echo_agent_ends_one_turn(node: Node, tmp_path: Path) -> None:
+    """The echo agent answers before its screen is ever classified busy: each prompt typed still
+    ends one turn, told once (turn-end), however short the turn."""
+    out = tmp_path / "turns.jsonl"
+    writer = f"import sys; open({str(out)!r}, 'a').write(sys.stdin.read())"
+    write_config(
+        node,
+        f"""
+[[notify.command]]
+on = ["turn-end"]
+argv = [{json.dumps(sys.executable)}, "-c", {json.dumps(writer)}]
+""",
+    )
+    node.up()
+    rid = node.run("spawn", "echo", "--name", "quick", "--wait-ready")["record"]["id"]
+    for n in range(1, 4):
+        node.run("prompt", "quick", f"question {n}")
+        node.wait_screen("quick", f"echo: question {n}")
+        wait_for(lambda: len(notifications(out)) >= n, 15, f"turn-end {n}")  # noqa: B023
+    time.sleep(1.5)  # nothing more comes: one turn-end for each prompt
+    told = notifications(out)
+    assert [(t["event"], t["record"]["id"], t["data"]["state"]) for t in told] == [
+        ("turn-end", rid, "ready")
+    ] * 3
+
+
 def test_node_up_refuses_a_config_file_it_cannot_use(node: Node) -> None:
     write_config(node, '[spawn]\nmode = "pty"\n\n[notify]\ndesktop = "yes"\n')
     err = node.error("node", "up")

@@ -45,6 +45,15 @@ def zygote_of(pid: int) -> psutil.Process:
     return parent
 
 
+def shown_as(pid: int) -> list[str]:
+    """A process's command line as ``ps`` shows it (a title written over a longer command line
+    leaves empty words behind it)."""
+    words: list[str] = psutil.Process(pid).cmdline()
+    while words and not words[-1]:
+        words.pop()
+    return words
+
+
 def status_of(pid: int) -> dict[str, str]:
     fields = dict(
         line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
@@ -74,8 +83,10 @@ def test_a_forked_supervisor_is_detached_and_holds_nothing_of_the_zygote(
     shown = node.run("node", "status")["actors"]["zygote"]
     assert (shown["health"], shown["pid"]) == ("running", zygote.pid)
     assert os.getsid(pid) == pid and os.getpgid(pid) == pid  # its own session and group
-    # what ps shows: the record it supervises, not the zygote's command line it was forked with
-    assert psutil.Process(pid).cmdline()[:3] == ["roost-supervisor", "--record", pty["id"]]
+    # what ps shows: the session it supervises, not the zygote's command line it was forked with
+    node_id = node.run("node", "status")["node_id"]
+    title = ["roost-supervisor", pty["id"], "a", "node", node_id]
+    assert shown_as(pid) == title
     assert psutil.Process(pid).name() == "roost-sup"
     mine, its = descriptors(pid), descriptors(zygote.pid)
     assert [mine[fd] for fd in (0, 1, 2)] == [os.devnull] * 3
@@ -93,8 +104,18 @@ def test_a_forked_supervisor_is_detached_and_holds_nothing_of_the_zygote(
     plain.env["ROOST_ZYGOTE"] = "0"
     try:
         plain.up()
-        other = spawn(plain, "c")["active"]["pid"]
-        assert "--spec" in psutil.Process(other).cmdline()
+        started = spawn(plain, "c")
+        other = started["active"]["pid"]
+        # the same title, where its command line was the interpreter's and the spec's path
+        title = [
+            "roost-supervisor",
+            started["id"],
+            "c",
+            "node",
+            plain.run("node", "status")["node_id"],
+        ]
+        assert shown_as(other) == title
+        assert psutil.Process(other).name() == "roost-sup"
         assert psutil.Process(other).ppid() == plain.pid()
         assert said(plain, "zygote-off")
         assert plain.run("node", "status")["actors"]["zygote"]["health"] == "off"
@@ -150,7 +171,11 @@ def test_code_changed_on_disk_is_never_forked(node: Node, tmp_path: Path) -> Non
 
     after = spawn(node, "after")["active"]["pid"]
     assert psutil.Process(after).ppid() == node.pid()  # started the usual way, of the new code
-    assert "--spec" in psutil.Process(after).cmdline()
+    assert shown_as(after)[:3] == [
+        "roost-supervisor",
+        node.record("after")["id"],
+        "after",
+    ]
     wait_for(lambda: not alive(old.pid), 10, "the stale zygote to exit")
     assert [e["why"] for e in said(node, "zygote-stale")] == [f"changed on disk: {module}"]
     later = spawn(node, "later")["active"]["pid"]

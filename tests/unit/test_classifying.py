@@ -58,6 +58,8 @@ class Sup:
         self.identity = "known"
         self.checks = Checks()
         self.verdicts: list[str] = []
+        self.classification: dict[str, Any] = {}
+        self.reports: list[str] = []  # node.session.classified, as the supervisor reports
         self.samples = 0  # process probes taken (one per call, never one per output)
 
     def evidence(self) -> None:
@@ -66,6 +68,12 @@ class Sup:
 
     def classified(self, result: dict[str, Any]) -> None:
         self.verdicts.append(result["detail"])
+        if result != self.classification:
+            self.classification = result
+            self.report("node.session.classified", {"classification": result})
+
+    def report(self, method: str, body: dict[str, Any]) -> None:
+        self.reports.append(body["classification"]["detail"])
 
 
 @pytest.fixture(autouse=True)
@@ -208,6 +216,43 @@ async def _an_unchanged_request_keeps_its_verdict(monkeypatch: pytest.MonkeyPatc
     assert peer.screens[-1] == "Do you want to proceed?" and len(peer.screens) == 3
 
 
+class Ready(Peer):
+    """Every screen is ``ready`` (the echo agent's prompt line, whatever was typed on it)."""
+
+    async def answer(
+        self, target: str, method: str, body: dict[str, Any], kw: dict[str, Any]
+    ) -> Any:
+        await super().answer(target, method, body, kw)
+        return {"state": "ready", "detail": "ready"}
+
+
+async def _the_verdict_after_a_typed_prompt_is_reported_unchanged() -> None:
+    peer = Ready()
+    sup, classifier = make(peer)
+    sup.term.shown = "echo-ready> "
+    classifier.changed()
+    await settle(classifier)
+    sup.term.shown = "echo-ready> typed"
+    classifier.changed()
+    await settle(classifier)
+    assert len(sup.verdicts) == 2 and sup.reports == ["ready"]  # a verdict unchanged: not told
+    peer.gate.clear()
+    sup.term.shown = "echo-ready> typed and sent"
+    classifier.changed()
+    while len(peer.calls) < 3:
+        await asyncio.sleep(0.001)
+    classifier.prompted()  # while a round that began before it is under way
+    sup.term.shown = "echo: typed and sent\necho-ready> "
+    peer.gate.set()
+    await settle(classifier)
+    # the round under way when the prompt was typed is not told; the next one is
+    assert len(sup.verdicts) == 4 and sup.reports == ["ready", "ready"]
+    classifier.changed()
+    sup.term.shown = "echo: typed and sent\necho-ready> more"
+    await settle(classifier)
+    assert len(sup.verdicts) == 5 and sup.reports == ["ready", "ready"]
+
+
 def test_same_request_leaves_out_the_time_of_the_probe() -> None:
     a = {"screen": "x", "evidence": {"agent": None, "taken": 1.0}, "title": ""}
     assert classifying.same_request(a, {**a, "evidence": {"agent": None, "taken": 2.0}})
@@ -263,3 +308,7 @@ def test_an_unchanged_request_keeps_its_verdict(monkeypatch: pytest.MonkeyPatch)
 
 def test_close_ends_the_rounds() -> None:
     asyncio.run(_close_ends_the_rounds())
+
+
+def test_the_verdict_after_a_typed_prompt_is_reported_unchanged() -> None:
+    asyncio.run(_the_verdict_after_a_typed_prompt_is_reported_unchanged())

@@ -204,3 +204,56 @@ def test_the_agent_starts_on_what_it_needs_alone(tmp_path: Path) -> None:
     )
     assert "session s1" in result.stdout, result.stderr
     assert result.stderr.strip().splitlines()[-1] == "[]"
+
+
+def on_a_terminal(home: Path, keystrokes: list[bytes], **env: str) -> tuple[list[str], int, str]:
+    """The echo agent on a PTY, typed ``keystrokes`` (each once the prompt before it shows):
+    the lines it read (its session file), its exit status and what it showed."""
+    import contextlib
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the agent
+        argv = agent_argv("--session-id", "t1")
+        os.execve(argv[0], argv, {**os.environ, "ROOST_ECHO_HOME": str(home), **env})
+    shown = b""
+
+    def until_prompts(n: int) -> None:
+        nonlocal shown
+        while shown.count(PROMPT.encode()) < n:
+            ready, _, _ = select.select([fd], [], [], 20)
+            assert ready, shown[-300:]
+            shown += os.read(fd, 65536)
+
+    for n, keys in enumerate(keystrokes, 1):
+        until_prompts(n)
+        while keys:
+            readable, writable, _ = select.select([fd], [fd], [], 20)
+            if readable:
+                shown += os.read(fd, 65536)
+            if writable:
+                keys = keys[os.write(fd, keys[:4096]) :]
+    with contextlib.suppress(OSError):  # the agent ended: its terminal hung up
+        while select.select([fd], [], [], 5)[0] and (more := os.read(fd, 65536)):
+            shown += more
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    path = home / "sessions" / "t1.jsonl"
+    lines = [json.loads(line)["user"] for line in path.read_text().splitlines()]
+    return lines, os.waitstatus_to_exitcode(status), shown.decode("utf-8", "replace")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX terminal")
+def test_the_agent_reads_its_terminal_byte_by_byte_and_edits_the_line(tmp_path: Path) -> None:
+    """A line of any length arrives whole (a terminal in canonical mode keeps 4095 bytes of a
+    line); Backspace, Ctrl-U and Ctrl-D do what they do at a shell's prompt."""
+    long = "0123456789" * 10_000
+    typed = [b"abx\x7fc\r", "junk é\x15ok é\x7f\x7f\r".encode(), long.encode() + b"\r", b"\x04"]
+    lines, status, shown = on_a_terminal(tmp_path, typed)
+    assert lines == ["abc", "ok", long] and status == 0
+    assert "echo: abc" in shown and "echo: ok\r\n" in shown
+    canonical, _, _ = on_a_terminal(
+        tmp_path / "c", [long.encode() + b"\r", b"\x04"], ROOST_ECHO_CANONICAL="1"
+    )
+    assert canonical == [long[:4095]]  # what the terminal kept of it

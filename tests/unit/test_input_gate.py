@@ -65,10 +65,14 @@ class FakeAgent:
         self.typed: list[bytes] = []
         self.said_when_typed: list[str] = []  # the gate as last told the node, at each write
         self.pending = 0
+        self.canonical: int | None = None  # the line limit of a terminal in canonical mode
 
     def write(self, data: bytes) -> None:
         self.typed.append(data)
         self.said_when_typed.append(self.peer.said[-1]["state"] if self.peer.said else "")
+
+    def line_max(self) -> int | None:
+        return self.canonical  # None: it reads every byte
 
 
 class FakeChecks:
@@ -111,6 +115,9 @@ class FakeSupervisor:
         if (header.session or {}).get("generation", 1) != 1:
             raise RoostError("stale-generation", "another generation")
         return self.tty
+
+    def prompted(self) -> None:
+        """A prompt was typed (the classifier's business)."""
 
 
 def said(sup: FakeSupervisor) -> list[str]:
@@ -164,6 +171,26 @@ def test_a_credential_screen_keeps_the_gate_open_withholding_the_text() -> None:
     states, bare = asyncio.run(scenario())
     assert states == ["hold:catch-up", "open", "open:login", "open"]
     assert bare == [False, True, False, True]
+
+
+def test_an_open_gate_says_the_line_limit_while_the_terminal_is_canonical() -> None:
+    """The agent's terminal in canonical mode cuts a line at its limit: the gate says it, so that
+    the node refuses a longer line before its commit; ``gate`` stays true (a node that knows no
+    ``line_max`` commits as it did)."""
+
+    async def scenario() -> list[dict[str, Any]]:
+        sup, board = await opened()
+        sup.tty.canonical = 4095
+        board.update_gate()
+        sup.tty.canonical = None  # the agent reads its terminal byte by byte again
+        board.update_gate()
+        return [{k: n.get(k) for k in ("gate", "state", "line_max")} for _, n in sup.peer.notes]
+
+    assert asyncio.run(scenario())[1:] == [
+        {"gate": True, "state": "open", "line_max": None},
+        {"gate": True, "state": "open", "line_max": 4095},
+        {"gate": True, "state": "open", "line_max": None},
+    ]
 
 
 def test_the_gate_is_full_while_the_agent_is_not_reading_and_opens_when_it_has() -> None:
@@ -304,6 +331,8 @@ def _stream(sup: FakeSupervisor, **turns: Any) -> None:
         ("api-key", {"state": "open", "withhold": "api-key"}),
         ("trust", {"state": "open"}),
         ("ready", {"state": "open"}),
+        ("canonical", {"state": "open", "line_max": 4095}),
+        ("canonical-login", {"state": "open", "withhold": "login", "line_max": 4095}),
         ("stream-no-runner", {"state": "closed"}),
         ("stream-closing", {"state": "closed"}),
         ("stream-running", {"state": "busy", "turn": "t1"}),
@@ -335,6 +364,10 @@ def test_the_gate_state(case: str, state: dict[str, Any]) -> None:
             sup.tty.pending = INPUT_PENDING_MAX
         elif case in ("login", "api-key", "trust"):
             sup.classification = {"state": "attention", "reason": case}
+        elif case.startswith("canonical"):
+            sup.tty.canonical = 4095
+            if case == "canonical-login":
+                sup.classification = {"state": "attention", "reason": "login"}
         if case.startswith("stream"):
             _stream(sup)
             if case == "stream-no-runner":

@@ -65,6 +65,7 @@ class FakeTerm:
 
 class FakeAgent:
     pending = 0  # bytes typed that the terminal has not taken
+    canonical: int | None = None  # the line limit of a terminal in canonical mode
 
     def __init__(self, term: FakeTerm) -> None:
         self.term = term
@@ -74,6 +75,9 @@ class FakeAgent:
         self.typed.append(data)
         if self.term.echo:
             self.term.shown += data.decode()
+
+    def line_max(self) -> int | None:
+        return self.canonical
 
 
 class FakePeer(kit.FakePeer):
@@ -95,9 +99,13 @@ class FakeSupervisor:
         self.exit = None
         self.turns = None
         self.pending = False  # no resume's verdict awaited
+        self.prompts = 0  # prompts typed, as the classifier is told
 
     def pty(self, header: p.Header) -> FakeAgent:
         return self.agent
+
+    def prompted(self) -> None:
+        self.prompts += 1
 
 
 def board_of(sup: FakeSupervisor) -> Keyboard:
@@ -119,12 +127,13 @@ def board_of(sup: FakeSupervisor) -> Keyboard:
 def test_each_committed_input_types_its_keystrokes(
     data: dict[str, Any], typed: list[bytes]
 ) -> None:
-    async def scenario() -> tuple[dict[str, Any], list[bytes]]:
+    async def scenario() -> tuple[dict[str, Any], list[bytes], int]:
         sup = FakeSupervisor()
         reply = await board_of(sup).on_type(NODE, {"seq": 1, "data": data})
-        return reply, sup.agent.typed
+        return reply, sup.agent.typed, sup.prompts
 
-    assert asyncio.run(scenario()) == ({"typed": True}, typed)
+    prompts = int(data["input"] == "prompt")  # a prompt's screen has its next verdict told
+    assert asyncio.run(scenario()) == ({"typed": True}, typed, prompts)
 
 
 @pytest.mark.parametrize(

@@ -575,6 +575,35 @@ def test_a_busy_or_closed_gate_refuses_at_once(said: dict[str, Any], code: str) 
     assert err.code == code and took < 0.5 and peer.calls == []
 
 
+def test_a_line_longer_than_a_canonical_terminal_takes_is_refused_before_its_commit() -> None:
+    """The gate says the agent's terminal keeps 10 bytes of a line: a longer line (a prompt's or
+    an input's, whichever line of the text) is refused and nothing is committed; lines that fit
+    are accepted, and keys are not lines."""
+
+    async def scenario() -> tuple[list[RoostError], list[dict[str, Any]]]:
+        inputs, peer, sessions = make()
+        inputs.on_gate("session/r1", {**GATE, "line_max": 10})
+        errors = [
+            await refused(accept(inputs, sessions.record, body={"text": "x" * 11})),
+            await refused(accept(inputs, sessions.record, body={"text": "short\r\n" + "é" * 6})),
+            await refused(accept(inputs, sessions.record, "session.input", {"text": "y" * 11})),
+        ]
+        assert peer.calls == []
+        fits = [
+            await accept(inputs, sessions.record, body={"text": "x" * 10}),
+            await accept(inputs, sessions.record, body={"text": "0123456789\r0123456789\n"}),
+            await accept(inputs, sessions.record, "session.key", {"keys": ["enter"] * 20}),
+        ]
+        return errors, fits
+
+    errors, fits = asyncio.run(scenario())
+    assert [e.code for e in errors] == ["line-too-long"] * 3
+    assert [e.detail for e in errors] == [
+        {"record": "r1", "limit": 10, "longest": n} for n in (11, 12, 11)
+    ]
+    assert all(reply["accepted"] for reply in fits)
+
+
 def test_input_past_what_may_wait_is_refused_until_the_agent_reads(quick: None) -> None:
     async def scenario() -> tuple[str, dict[str, int], dict[str, Any]]:
         inputs, peer, sessions = make()

@@ -38,6 +38,27 @@ def test_a_turn_ends_in_stream_mode_and_when_a_pty_screen_goes_busy_to_ready() -
     assert notice(ev("session.classified", state="ready"), watch) is None
 
 
+def test_a_typed_prompt_begins_a_turn_that_its_next_ready_screen_ends() -> None:
+    """An agent that answers before its screen is seen busy: each prompt's turn ends once."""
+    watch = Watch()
+    assert notice(ev("session.classified", state="ready"), watch) is None
+    for _ in range(2):
+        assert notice(ev("session.input", input="prompt", text="hi"), watch) is None
+        assert notice(ev("session.classified", state="ready"), watch) == "turn-end"
+        assert notice(ev("session.classified", state="ready"), watch) is None
+    assert notice(ev("session.input", input="input", text="typed, not sent"), watch) is None
+    assert notice(ev("session.classified", state="ready"), watch) is None
+    # seen busy as well: still one end
+    assert notice(ev("session.input", input="prompt", length=3, withheld="login"), watch) is None
+    assert notice(ev("session.classified", state="busy"), watch) is None
+    assert notice(ev("session.classified", state="ready"), watch) == "turn-end"
+    assert notice(ev("session.classified", state="ready"), watch) is None
+    # a turn the agent never ended is not ended by its exit's next session
+    assert notice(ev("session.input", input="prompt", text="bye"), watch) is None
+    assert notice(ev("session.exited", exit={"code": 0}), watch) == "exit"
+    assert notice(ev("session.classified", state="ready"), watch) is None
+
+
 def test_an_exit_or_a_loss_is_an_exit_and_other_events_are_nothing() -> None:
     watch = Watch()
     assert notice(ev("session.exited", exit={"code": 0}), watch) == "exit"

@@ -221,7 +221,9 @@ class Daemon:
         self.launcher = launcher = Launcher(self.runtime, Zygote() if wanted() else None)
         if launcher.zygote is None:
             log.info("zygote-off", why="windows" if sys.platform == "win32" else "ROOST_ZYGOTE=0")
-        sessions = Sessions(peer, launcher, self.state_dir, self.router_ep, self.actor_token)
+        sessions = Sessions(
+            peer, launcher, self.state_dir, self.router_ep, self.actor_token, self.node_id
+        )
         restorer = Restorer(peer, sessions, self.config.restore_pause()[0], self.registered)
         node = NodeActor(peer, sessions, self.status, stop.set, self.registered, restorer)
         self.broker.tap("state", TURN_TOPIC, node.turn_event)  # a turn's end, as it is published

@@ -10,6 +10,10 @@ cold resume's verdict is awaited, ``delivery`` while a stream session's last tur
 ``closed`` (the agent exited, or the session is stopping). A gate counts only for the record's
 live generation and instance; until its supervisor has said anything (a launch, a node restart),
 a session's gate is ``hold``.
+
+An open gate may carry ``line_max``: the agent's terminal is in canonical mode and cuts a line
+past that many bytes, so a typed text with a longer line is refused (``line-too-long``) before
+it is committed.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class Gate:
     state: str
     why: str = ""  # hold: catch-up, resume, delivery
     withhold: str = ""  # open: the credential screen shown (login, api-key)
+    line_max: int = 0  # open: the longest line the agent's terminal takes (0: any)
     turn: str = ""  # busy: the turn running
     code: str = ""  # refused: the error a turn is refused with (its message, detail)
     message: str = ""
@@ -56,6 +61,7 @@ class Gate:
             str(state),
             why=_str(body.get("why")),
             withhold=_str(body.get("withhold")),
+            line_max=limit if isinstance(limit := body.get("line_max"), int) and limit > 0 else 0,
             turn=_str(body.get("turn")),
             code=_str(body.get("code")),
             message=_str(body.get("message")),
@@ -65,6 +71,26 @@ class Gate:
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def longest_line(text: str) -> int:
+    """The bytes of ``text``'s longest line (CR, LF and CRLF end one)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return max(len(line.encode()) for line in lines)
+
+
+def line_refusal(gate: Gate, text: str, record_id: str) -> RoostError | None:
+    """What a typed text is refused with when its gate says the agent's terminal cuts a line
+    shorter than the text's longest (canonical mode), or None."""
+    if not gate.line_max or (longest := longest_line(text)) <= gate.line_max:
+        return None
+    return RoostError(
+        "line-too-long",
+        f"the agent reads its terminal a line at a time and takes {gate.line_max} bytes of a line"
+        f" at most; this text has a line of {longest} bytes. Nothing was accepted: send shorter"
+        " lines, or put the text in a file and ask the agent to read it",
+        {"record": record_id, "limit": gate.line_max, "longest": longest},
+    )
 
 
 def refusal(gate: Gate | None, record_id: str) -> RoostError:

@@ -21,6 +21,10 @@ only if it never did.
 Order: one record's inputs are taken one at a time and handed over in commit order; a hand-over
 that gets no answer is repeated (the supervisor types a seq once) while the record is live in
 the same generation, and dropped at once when its supervisor is known to be gone.
+
+A typed text with a line longer than the agent's terminal takes (the gate's ``line_max``, while
+the terminal is in canonical mode and would cut it) is refused, ``line-too-long``, before its
+commit: never accepted and cut.
 """
 
 from __future__ import annotations
@@ -42,7 +46,14 @@ from roost.actors.node.commit import (
     input_body,
     new_turn_id,
 )
-from roost.actors.node.gates import FULL_WAIT_S, HOLD_WAIT_S, Gate, Gates, refusal
+from roost.actors.node.gates import (
+    FULL_WAIT_S,
+    HOLD_WAIT_S,
+    Gate,
+    Gates,
+    line_refusal,
+    refusal,
+)
 from roost.actors.node.sessions import Sessions
 from roost.actors.runtime.caller import Caller
 from roost.actors.runtime.keyed import KeyedLocks
@@ -242,6 +253,8 @@ class Inputs:
             gate = await self._open(record, active, size if h.method != "session.turn" else 0)
             if h.method == "session.turn":
                 return await self._begin(record, active, gate, h, data["text"])
+            if "text" in data and (refused := line_refusal(gate, data["text"], record.id)):
+                raise refused  # the terminal would cut it: refused before it is committed
             return await self._commit(record, active, gate, h, data, size)
 
     def _eid(self, kind: str) -> str:

@@ -4,11 +4,14 @@ human, ends a turn, or exits. They fire with no client connected.
 The notifier subscribes to the node's own event socket, like any client, and reads the events the
 state store publishes once they are committed: a record entering ``attention`` (``record.state``),
 a turn's end (``session.turn`` of a stream turn; a pty session whose screen goes from ``busy`` to
-``ready``, ``session.classified``) and an exit (``session.exited``, ``session.lost``). What to run
-is the configuration file's ``[[notify.command]]`` list; each gets the event as one JSON line on
-stdin, runs without a shell unless the entry says ``shell``, in its own process group, and is
-killed at its timeout. A command that fails or hangs is logged (``notify-failed``,
-``notify-timeout``) and changes nothing else: the node never waits for one.
+``ready``, or is classified ``ready`` after a prompt was typed, ``session.classified`` after a
+``session.input`` prompt: its supervisor reports the first verdict after a typed prompt even when
+unchanged, so an agent that answers before it is ever seen busy ends its turn too) and an exit
+(``session.exited``, ``session.lost``). What to run is the configuration file's
+``[[notify.command]]`` list; each gets the event as one JSON line on stdin, runs without a shell
+unless the entry says ``shell``, in its own process group, and is killed at its timeout. A
+command that fails or hangs is logged (``notify-failed``, ``notify-timeout``) and changes nothing
+else: the node never waits for one.
 """
 
 from __future__ import annotations
@@ -42,9 +45,11 @@ RECORD_FIELDS = ("id", "name", "provider", "mode", "state", "attention", "cwd", 
 
 @dataclass
 class Watch:
-    """What the decision needs to remember: each record's latest screen activity."""
+    """What the decision needs to remember: each record's latest screen activity, and the
+    records a prompt was typed into since their last turn's end."""
 
     activity: dict[str, str] = field(default_factory=dict)
+    prompted: set[str] = field(default_factory=set)
 
 
 def notice(event: dict[str, Any], watch: Watch) -> str | None:
@@ -55,12 +60,20 @@ def notice(event: dict[str, Any], watch: Watch) -> str | None:
         return "attention" if entered else None
     if kind == "session.turn":
         return "turn-end"
+    if kind == "session.input":
+        if data.get("input") == "prompt":  # a turn begins, however short
+            watch.prompted.add(rid)
+        return None
     if kind == "session.classified":
         before, now = watch.activity.get(rid), data.get("state")
         watch.activity[rid] = str(now)
-        return "turn-end" if before == "busy" and now == "ready" else None
+        if now != "ready" or (before != "busy" and rid not in watch.prompted):
+            return None
+        watch.prompted.discard(rid)
+        return "turn-end"
     if kind in ("session.exited", "session.lost"):
         watch.activity.pop(rid, None)
+        watch.prompted.discard(rid)
         return "exit"
     return None
 

@@ -50,9 +50,15 @@ class Sessions:
     """Lifecycle operations; ``peer`` is the node actor's broker peer."""
 
     def __init__(
-        self, peer: Caller, launcher: Launcher, state_dir: Path, endpoint: str, token: str
+        self,
+        peer: Caller,
+        launcher: Launcher,
+        state_dir: Path,
+        endpoint: str,
+        token: str,
+        node_id: str = "",
     ) -> None:
-        self.peer, self.launcher = peer, launcher
+        self.peer, self.launcher, self.node_id = peer, launcher, node_id
         self.state_dir, self.endpoint, self._token = state_dir, endpoint, token
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         # launches waiting for their supervisor to attach (or fail), by instance
@@ -263,6 +269,8 @@ class Sessions:
     ) -> LaunchSpec:
         return {
             "record_id": record.id,
+            "name": record.name,  # with the node id, what ps shows of the supervisor
+            "node_id": self.node_id,
             "generation": generation,
             "instance_id": instance,
             "provider": record.provider,

@@ -128,6 +128,7 @@ class Supervisor:
         self.term.feed(data)
         self.fanout.push(offset, data)
         self.classifier.changed()
+        self.keyboard.update_gate()  # the terminal's mode may have changed with it (line_max)
 
     def _publish(self, offset: int, data: bytes) -> None:
         if self.peer.registered.is_set():
@@ -225,6 +226,9 @@ class Supervisor:
             self.classification = result
             self.keyboard.update_gate()  # closed before anyone can see a login screen's verdict
             self.report("node.session.classified", {"classification": result})
+
+    def prompted(self) -> None:
+        self.classifier.prompted()
 
     def report(self, method: str, body: dict[str, Any]) -> None:
         """A durable report to the node (through the outbox, in order with everything else)."""
@@ -386,15 +390,31 @@ def main() -> None:
     run(Path(parser.parse_args().spec))
 
 
-def run(spec_path: Path, *, forked: bool = False) -> None:
+TITLE_NAME_MAX = 32  # of a record's name in the title: room for the node id after it
+
+
+def title(spec: dict[str, Any]) -> tuple[str, ...]:
+    """What ``ps`` shows of a supervisor: its kind, its record, the record's name at launch and
+    its node, e.g. ``roost-supervisor r0123456789 shepherd node n-abc`` (a node id or name the
+    spec lacks, a launch by an earlier node, is left out)."""
+    words = ["roost-supervisor", str(spec["record_id"])]
+    name = spec.get("name")
+    if isinstance(name, str) and name:
+        words.append(name if len(name) <= TITLE_NAME_MAX else name[: TITLE_NAME_MAX - 1] + "…")
+    node_id = spec.get("node_id")
+    if isinstance(node_id, str) and node_id:
+        words += ["node", node_id]
+    return tuple(words)
+
+
+def run(spec_path: Path) -> None:
     """The supervisor of the launch ``spec_path`` names: read the spec and remove it (before
     anything else: a launch whose spec the node took back never starts), then serve until
-    stopped. The zygote's children start here (``forked``: their command line, the zygote's,
-    is replaced by one that names the record)."""
+    stopped. The zygote's children start here too. Its command line (the zygote's, for a forked
+    one) is replaced by its ``title``: what ``ps`` shows names the session."""
     spec = msgpack.unpackb(spec_path.read_bytes(), raw=False)
     spec_path.unlink()
-    if forked:
-        retitle(("roost-supervisor", "--record", spec["record_id"]), "roost-sup")
+    retitle(title(spec), "roost-sup")
     log_file = Path(spec["session_dir"]) / "supervisor.log"
     setup_logging(log_file, f"session/{spec['record_id']}", SUPERVISOR_LOG)
     if sys.platform != "win32":

@@ -19,6 +19,11 @@ again, for an adapter that also reads the provider's files (codex's rollout).
 
 A call that fails (the adapter host slow, restarting or away) is tried again, backing off: a
 screen waiting for a human never changes again, so without the retry its verdict would never come.
+
+A verdict is reported to the node when it changes, and the first verdict of a round that began
+after a prompt was typed is reported even when it is the one before (``prompted``): an agent that
+answers before its screen is ever seen busy (the echo agent) still shows its turn's end (the
+node's ``turn-end`` notification).
 """
 
 from __future__ import annotations
@@ -66,6 +71,14 @@ class ScreenClassifier:
         self._answered: dict[str, Any] | None = None  # the request of the last verdict
         self._answered_at = 0.0
         self._task: asyncio.Task[None] | None = None
+        self.rounds = 0  # rounds begun
+        self._prompted: int | None = None  # rounds begun when a prompt was last typed
+
+    def prompted(self) -> None:
+        """A prompt was typed: the verdict of the next round to begin is reported, changed or
+        not."""
+        self._prompted = self.rounds
+        self.changed()
 
     def changed(self) -> None:
         """The screen changed: classify it (now, or after the round in progress)."""
@@ -90,6 +103,8 @@ class ScreenClassifier:
         while self.unclassified:
             await self._quiet_or(due)
             started = self._round_at = loop.time()
+            self.rounds += 1
+            number = self.rounds
             due = started + FLOWING_S
             self.unclassified = False  # from here on, new output means another round
             request = self._request()
@@ -109,6 +124,10 @@ class ScreenClassifier:
                 continue
             retry, self.failures = RETRY_S[0], 0
             self._answered, self._answered_at = request, started
+            if self._prompted is not None and number > self._prompted:
+                self._prompted = None
+                if result == self.sup.classification:  # else classified reports the change
+                    self.sup.report("node.session.classified", {"classification": result})
             self.sup.classified(result)
             if self.sup.identity is None:
                 await self.sup.checks.discover()

@@ -10,10 +10,12 @@ died between its commit and its hand-over), before any other input.
 
 The gate is what the node must know to commit for this session, sent as ``node.session.gate``
 whenever it changes: ``open`` (with ``withhold`` on a login or API-key screen, where the log keeps
-a typed text's length only), ``hold`` (wait: not caught up yet, or a resume's verdict awaited,
-``why``), ``full`` (the agent has not read what it was given), ``busy`` (a turn runs, stream
-mode), ``refused`` (a stream session's next turn cannot run: the error, e.g. no provider session
-to resume) or ``closed`` (the agent exited, or the session is stopping). A prompt's submit key goes
+a typed text's length only; with ``line_max`` while the agent's terminal is in canonical mode and
+cuts a line past that many bytes, so that the node refuses a text with a longer line), ``hold``
+(wait: not caught up yet, or a resume's verdict awaited, ``why``), ``full`` (the agent has not
+read what it was given), ``busy`` (a turn runs, stream mode), ``refused`` (a stream session's
+next turn cannot run: the error, e.g. no provider session to resume) or ``closed`` (the agent
+exited, or the session is stopping). A prompt's submit key goes
 apart from its text where the provider asks for it (``submit_delay_s``): some TUIs take a burst
 for a paste, so the key waits until the screen shows the typed text's end.
 """
@@ -123,6 +125,8 @@ class Keyboard:
                 await self._write(agent, *keys)
             finally:
                 self.typing = False
+            if data.get("input") == "prompt":
+                sup.prompted()
         self.update_gate()
         return {"typed": True}
 
@@ -193,8 +197,12 @@ class Keyboard:
             return {"state": "open"}
         if agent.pending >= INPUT_PENDING_MAX:
             return {"state": "full"}
-        secret = withheld(sup.classification)
-        return {"state": "open", "withhold": secret} if secret else {"state": "open"}
+        state: dict[str, Any] = {"state": "open"}
+        if secret := withheld(sup.classification):
+            state["withhold"] = secret
+        if line_max := agent.line_max():  # the terminal cuts longer lines: the node refuses them
+            state["line_max"] = line_max
+        return state
 
     def update_gate(self) -> None:
         """Tell the node when the gate changes (a notification; nothing waits on it). ``gate``
@@ -217,7 +225,7 @@ class Keyboard:
         sup.peer.notify(
             "node",
             {
-                "gate": state == {"state": "open"},
+                "gate": state.get("state") == "open" and "withhold" not in state,
                 **state,
                 "record": sup.record_id,
                 "generation": sup.generation,

@@ -29,6 +29,9 @@ from roost.broker.messages import LaunchSpec
 log = structlog.get_logger("roost.pty")
 
 READ_CHUNK = 65536
+# The longest line a terminal in canonical mode takes (Linux: its 4096-byte line buffer less the
+# line's end); it drops the bytes past it.
+CANON_LINE_MAX = 4095
 WATCH_S = 1.0  # where there is no pidfd (not Linux, or a kernel before 5.3)
 
 
@@ -66,6 +69,20 @@ class PtyAgent:
         else:
             self._spawn(self._read_thread())
         self._spawn(self._watch())
+
+    def line_max(self) -> int | None:
+        """The longest line the agent's terminal takes now: ``CANON_LINE_MAX`` bytes while it is
+        in canonical mode (ICANON: the terminal edits a line and hands it over whole, cut at its
+        limit), None while the agent reads every byte (or where there is no terminal mode)."""
+        if self.pty is None or self.pty.fd is None or self.exit is not None:
+            return None
+        import termios  # POSIX only, as a PTY with an fd is
+
+        try:
+            lflag = termios.tcgetattr(self.pty.fd)[3]
+        except (termios.error, OSError):
+            return None
+        return CANON_LINE_MAX if lflag & termios.ICANON else None
 
     @property
     def pending(self) -> int:

@@ -119,7 +119,7 @@ def become_supervisor() -> None:
 def start_supervisor(spec_path: str) -> None:
     from roost.actors.supervisor.actor import run
 
-    run(Path(spec_path), forked=True)
+    run(Path(spec_path))
 
 
 def run_child(spec_path: str, target: Callable[[str], None]) -> NoReturn:
