@@ -61,8 +61,10 @@ ROLE_ACTOR = "actor"
 OPERATOR, OBSERVER = "operator", "observer"
 ANYONE = (OPERATOR, OBSERVER)
 
-# Who answers a method: the broker itself, the node actor, a hub's actor.
+# Who answers a method: the broker itself, the node actor, a hub's actor, and (internal) the
+# state store, a provider's adapter host (``adapter/<provider>``), a session's supervisor.
 BROKER, NODE, HUB = "broker", "node", "hub"
+STATE, ADAPTER, SUPERVISOR = "state", "adapter", "supervisor"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +99,10 @@ class Method:
         return self.mutating
 
 
-# Methods a client may call (target ``node`` unless stated), with a one-line summary, and the
-# supervisors' reports the node serves (internal).
+# Every wire method: those a client may call (target ``node`` unless stated), then the internal
+# ones the node's actors call each other with (docs/PROTOCOL.md sections 4 and 9). A name served
+# by more than one actor is one entry: ``session.stop`` is a client's method that the node serves
+# and the node's call on a supervisor.
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
@@ -152,9 +156,20 @@ METHODS: dict[str, Method] = {
             forwarded=True,
             committed="key",
         ),
-        Method("session.resize", "resize the session's terminal", mutating=True, forwarded=True),
+        Method(
+            "session.resize",
+            "resize the session's terminal",
+            served_by=(NODE, SUPERVISOR),
+            mutating=True,
+            forwarded=True,
+        ),
         Method("session.rename", "change a record's display name", mutating=True),
-        Method("session.stop", "stop the live session; the record becomes dormant", mutating=True),
+        Method(
+            "session.stop",
+            "stop the live session; the record becomes dormant",
+            served_by=(NODE, SUPERVISOR),
+            mutating=True,
+        ),
         Method(
             "session.resume",
             "cold-resume a dormant record by its provider session id",
@@ -170,6 +185,7 @@ METHODS: dict[str, Method] = {
         Method(
             "session.transcript",
             "read the session's raw terminal output by byte offset",
+            served_by=(NODE, SUPERVISOR),
             roles=ANYONE,
         ),
         Method(
@@ -215,12 +231,148 @@ METHODS: dict[str, Method] = {
             "stop the hub; nodes and their sessions run on (served by a hub)",
             served_by=(HUB,),
         ),
+        Method(
+            "state.open",
+            "the store's node id, schema, seq range, retention and storage health",
+            served_by=(STATE,),
+            client=False,
+        ),
+        Method("state.workspace.add", "register a workspace", served_by=(STATE,), client=False),
+        Method("state.workspace.list", "list the workspaces", served_by=(STATE,), client=False),
+        Method(
+            "state.workspace.find",
+            "a workspace by id, name or path",
+            served_by=(STATE,),
+            client=False,
+        ),
+        Method(
+            "state.record.create",
+            "insert a record with its events",
+            served_by=(STATE,),
+            client=False,
+        ),
+        Method(
+            "state.record.update",
+            "compare-and-set a record's fields, with events",
+            served_by=(STATE,),
+            client=False,
+        ),
+        Method("state.record.get", "one record by id", served_by=(STATE,), client=False),
+        Method("state.record.find", "one record by id or name", served_by=(STATE,), client=False),
+        Method("state.record.list", "every record", served_by=(STATE,), client=False),
+        Method(
+            "state.record.delete",
+            "compare-and-set delete of a record, with events",
+            served_by=(STATE,),
+            client=False,
+        ),
+        Method(
+            "state.events.append",
+            "append events, optionally with an operation",
+            served_by=(STATE,),
+            client=False,
+        ),
+        Method(
+            "state.events.append_each",
+            "several appends in one transaction, each alone",
+            served_by=(STATE,),
+            client=False,
+        ),
+        Method(
+            "state.events.since",
+            "durable events after a sequence number",
+            served_by=(STATE,),
+            client=False,
+        ),
+        Method(
+            "state.backup",
+            "copy the database from a read snapshot",
+            served_by=(STATE,),
+            client=False,
+        ),
+        Method("state.op.get", "an operation by id", served_by=(STATE,), client=False),
+        Method(
+            "state.op.put",
+            "store an operation's state and result",
+            served_by=(STATE,),
+            client=False,
+        ),
+        Method(
+            "state.turn.begin",
+            "a running turn, its operation and input event, at once",
+            served_by=(STATE,),
+            client=False,
+        ),
+        Method("state.turn.end", "end a running turn once", served_by=(STATE,), client=False),
+        Method(
+            "state.turn.interrupt",
+            "end a record's running turns as interrupted",
+            served_by=(STATE,),
+            client=False,
+        ),
+        Method(
+            "state.turn.orphans",
+            "running turns whose record is not active",
+            served_by=(STATE,),
+            client=False,
+        ),
+        Method("state.turn.get", "a turn by id", served_by=(STATE,), client=False),
+        Method("state.turn.latest", "a record's latest turn", served_by=(STATE,), client=False),
+        Method(
+            "adapter.launch",
+            "the command of a fresh or resumed launch",
+            served_by=(ADAPTER,),
+            client=False,
+        ),
+        Method("adapter.classify", "classify a screen", served_by=(ADAPTER,), client=False),
+        Method(
+            "adapter.identity",
+            "the provider session id, when it can be known",
+            served_by=(ADAPTER,),
+            client=False,
+        ),
+        Method(
+            "adapter.verify_resume",
+            "the verdict on a resumed screen",
+            served_by=(ADAPTER,),
+            client=False,
+        ),
+        Method(
+            "adapter.turn", "the command of one headless turn", served_by=(ADAPTER,), client=False
+        ),
+        Method(
+            "adapter.parse",
+            "the events and facts of one output line of a turn",
+            served_by=(ADAPTER,),
+            client=False,
+        ),
+        Method(
+            "adapter.doctor", "one provider's doctor report", served_by=(ADAPTER,), client=False
+        ),
         Method("node.session.attach", "a supervisor (re-)registers", client=False),
         Method("node.session.exited", "the agent process ended", client=False),
         Method("node.session.failed", "the launch failed", client=False),
         Method("node.session.classified", "the screen's classification changed", client=False),
         Method("node.session.identity", "the provider session id became known", client=False),
         Method("node.session.resume", "the verdict on a cold resume", client=False),
+        Method(
+            "session.type",
+            "type an input the node committed",
+            served_by=(SUPERVISOR,),
+            client=False,
+        ),
+        Method(
+            "session.run",
+            "run a stream-mode turn the node began",
+            served_by=(SUPERVISOR,),
+            client=False,
+        ),
+        Method(
+            "session.screen",
+            "the live screen, cursor and state",
+            served_by=(SUPERVISOR,),
+            client=False,
+        ),
     )
 }
 
