@@ -99,6 +99,11 @@ class Method:
         return self.mutating
 
 
+def _internal(name: str, summary: str, server: str = NODE) -> Method:
+    """A method between the node's actors, never a client's (docs/PROTOCOL.md section 9)."""
+    return Method(name, summary, served_by=(server,), client=False)
+
+
 # Every wire method: those a client may call (target ``node`` unless stated), then the internal
 # ones the node's actors call each other with (docs/PROTOCOL.md sections 4 and 9). A name served
 # by more than one actor is one entry: ``session.stop`` is a client's method that the node serves
@@ -231,148 +236,52 @@ METHODS: dict[str, Method] = {
             "stop the hub; nodes and their sessions run on (served by a hub)",
             served_by=(HUB,),
         ),
-        Method(
+        _internal(
             "state.open",
             "the store's node id, schema, seq range, retention and storage health",
-            served_by=(STATE,),
-            client=False,
+            STATE,
         ),
-        Method("state.workspace.add", "register a workspace", served_by=(STATE,), client=False),
-        Method("state.workspace.list", "list the workspaces", served_by=(STATE,), client=False),
-        Method(
-            "state.workspace.find",
-            "a workspace by id, name or path",
-            served_by=(STATE,),
-            client=False,
+        _internal("state.workspace.add", "register a workspace", STATE),
+        _internal("state.workspace.list", "list the workspaces", STATE),
+        _internal("state.workspace.find", "a workspace by id, name or path", STATE),
+        _internal("state.record.create", "insert a record with its events", STATE),
+        _internal("state.record.update", "compare-and-set a record's fields, with events", STATE),
+        _internal("state.record.get", "one record by id", STATE),
+        _internal("state.record.find", "one record by id or name", STATE),
+        _internal("state.record.list", "every record", STATE),
+        _internal("state.record.delete", "compare-and-set delete of a record, with events", STATE),
+        _internal("state.events.append", "append events, optionally with an operation", STATE),
+        _internal(
+            "state.events.append_each", "several appends in one transaction, each alone", STATE
         ),
-        Method(
-            "state.record.create",
-            "insert a record with its events",
-            served_by=(STATE,),
-            client=False,
+        _internal("state.events.since", "durable events after a sequence number", STATE),
+        _internal("state.backup", "copy the database from a read snapshot", STATE),
+        _internal("state.op.get", "an operation by id", STATE),
+        _internal("state.op.put", "store an operation's state and result", STATE),
+        _internal(
+            "state.turn.begin", "a running turn, its operation and input event, at once", STATE
         ),
-        Method(
-            "state.record.update",
-            "compare-and-set a record's fields, with events",
-            served_by=(STATE,),
-            client=False,
-        ),
-        Method("state.record.get", "one record by id", served_by=(STATE,), client=False),
-        Method("state.record.find", "one record by id or name", served_by=(STATE,), client=False),
-        Method("state.record.list", "every record", served_by=(STATE,), client=False),
-        Method(
-            "state.record.delete",
-            "compare-and-set delete of a record, with events",
-            served_by=(STATE,),
-            client=False,
-        ),
-        Method(
-            "state.events.append",
-            "append events, optionally with an operation",
-            served_by=(STATE,),
-            client=False,
-        ),
-        Method(
-            "state.events.append_each",
-            "several appends in one transaction, each alone",
-            served_by=(STATE,),
-            client=False,
-        ),
-        Method(
-            "state.events.since",
-            "durable events after a sequence number",
-            served_by=(STATE,),
-            client=False,
-        ),
-        Method(
-            "state.backup",
-            "copy the database from a read snapshot",
-            served_by=(STATE,),
-            client=False,
-        ),
-        Method("state.op.get", "an operation by id", served_by=(STATE,), client=False),
-        Method(
-            "state.op.put",
-            "store an operation's state and result",
-            served_by=(STATE,),
-            client=False,
-        ),
-        Method(
-            "state.turn.begin",
-            "a running turn, its operation and input event, at once",
-            served_by=(STATE,),
-            client=False,
-        ),
-        Method("state.turn.end", "end a running turn once", served_by=(STATE,), client=False),
-        Method(
-            "state.turn.interrupt",
-            "end a record's running turns as interrupted",
-            served_by=(STATE,),
-            client=False,
-        ),
-        Method(
-            "state.turn.orphans",
-            "running turns whose record is not active",
-            served_by=(STATE,),
-            client=False,
-        ),
-        Method("state.turn.get", "a turn by id", served_by=(STATE,), client=False),
-        Method("state.turn.latest", "a record's latest turn", served_by=(STATE,), client=False),
-        Method(
-            "adapter.launch",
-            "the command of a fresh or resumed launch",
-            served_by=(ADAPTER,),
-            client=False,
-        ),
-        Method("adapter.classify", "classify a screen", served_by=(ADAPTER,), client=False),
-        Method(
-            "adapter.identity",
-            "the provider session id, when it can be known",
-            served_by=(ADAPTER,),
-            client=False,
-        ),
-        Method(
-            "adapter.verify_resume",
-            "the verdict on a resumed screen",
-            served_by=(ADAPTER,),
-            client=False,
-        ),
-        Method(
-            "adapter.turn", "the command of one headless turn", served_by=(ADAPTER,), client=False
-        ),
-        Method(
-            "adapter.parse",
-            "the events and facts of one output line of a turn",
-            served_by=(ADAPTER,),
-            client=False,
-        ),
-        Method(
-            "adapter.doctor", "one provider's doctor report", served_by=(ADAPTER,), client=False
-        ),
-        Method("node.session.attach", "a supervisor (re-)registers", client=False),
-        Method("node.session.exited", "the agent process ended", client=False),
-        Method("node.session.failed", "the launch failed", client=False),
-        Method("node.session.classified", "the screen's classification changed", client=False),
-        Method("node.session.identity", "the provider session id became known", client=False),
-        Method("node.session.resume", "the verdict on a cold resume", client=False),
-        Method(
-            "session.type",
-            "type an input the node committed",
-            served_by=(SUPERVISOR,),
-            client=False,
-        ),
-        Method(
-            "session.run",
-            "run a stream-mode turn the node began",
-            served_by=(SUPERVISOR,),
-            client=False,
-        ),
-        Method(
-            "session.screen",
-            "the live screen, cursor and state",
-            served_by=(SUPERVISOR,),
-            client=False,
-        ),
+        _internal("state.turn.end", "end a running turn once", STATE),
+        _internal("state.turn.interrupt", "end a record's running turns as interrupted", STATE),
+        _internal("state.turn.orphans", "running turns whose record is not active", STATE),
+        _internal("state.turn.get", "a turn by id", STATE),
+        _internal("state.turn.latest", "a record's latest turn", STATE),
+        _internal("adapter.launch", "the command of a fresh or resumed launch", ADAPTER),
+        _internal("adapter.classify", "classify a screen", ADAPTER),
+        _internal("adapter.identity", "the provider session id, when it can be known", ADAPTER),
+        _internal("adapter.verify_resume", "the verdict on a resumed screen", ADAPTER),
+        _internal("adapter.turn", "the command of one headless turn", ADAPTER),
+        _internal("adapter.parse", "the events and facts of one output line of a turn", ADAPTER),
+        _internal("adapter.doctor", "one provider's doctor report", ADAPTER),
+        _internal("node.session.attach", "a supervisor (re-)registers"),
+        _internal("node.session.exited", "the agent process ended"),
+        _internal("node.session.failed", "the launch failed"),
+        _internal("node.session.classified", "the screen's classification changed"),
+        _internal("node.session.identity", "the provider session id became known"),
+        _internal("node.session.resume", "the verdict on a cold resume"),
+        _internal("session.type", "type an input the node committed", SUPERVISOR),
+        _internal("session.run", "run a stream-mode turn the node began", SUPERVISOR),
+        _internal("session.screen", "the live screen, cursor and state", SUPERVISOR),
     )
 }
 
