@@ -52,6 +52,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check roost tests bench
 	$(BIN)/ruff format --check roost tests bench
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/vulture  # dead code; pyproject's [tool.vulture], vulture_whitelist.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -71,7 +72,7 @@ test-real: $(STAMP)
 	bash tests/real/install.sh
 	$(BIN)/pytest -q tests/real
 
-# Issue 12's figures against baselines measured in the same run (bench/README.md); prints one
+# The performance figures against baselines measured in the same run (bench/README.md); prints one
 # table, writes bench/last.json and keeps the table in bench/README.md. Within 10 minutes on two
 # cores; never fails on a figure.
 bench: $(STAMP)

@@ -1,4 +1,4 @@
-"""Benchmark: opening a large state database, integrity check included (issue 9, finding 5).
+"""Benchmark: opening a large state database, integrity check included.
 
 Prints figures, never fails on them. Builds, in a temporary directory, a node database with
 ``--records`` records and ``--events`` events (about 300 bytes each, with event ids like a

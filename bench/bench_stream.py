@@ -1,5 +1,5 @@
 """One-off: the real codex streaming a long answer under roost, the supervisor's CPU against
-codex's own (issue 12's table measured 8.6 % of a core against codex's 12.6 %). Needs the pinned
+codex's own (an earlier measurement: 8.6 % of a core against codex's 12.6 %). Needs the pinned
 CLIs (`bash tests/real/install.sh`); the model is the loopback stand-in of the real-CLI tests,
 streaming its ~2,400-word answer over ``--seconds`` (30 by default). Prints figures; never fails
 on them. Everything runs under a temporary directory and is killed at the end.

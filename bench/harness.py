@@ -42,7 +42,7 @@ class Row:
     name: str  # what was measured, with its unit
     roost: float | str | None
     baseline: float | str | None = None
-    target: str = ""  # as the issue states it, e.g. ">= 0.9x" or "<= 1.5 ms"
+    target: str = ""  # the figure's target, e.g. ">= 0.9x" or "<= 1.5 ms"
     met: bool | None = None  # None: no target, or not measurable in this mode
     note: str = ""
 

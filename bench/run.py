@@ -1,4 +1,4 @@
-"""``make bench``: every figure of issue 12 against its baseline, measured in one run; one table.
+"""``make bench``: every performance figure against its baseline, measured in one run; one table.
 
 Prints the table (figure, measure, roost, baseline, ratio, target, met), writes it as JSON
 (``--out``, default bench/last.json) and, for a run of every figure, into bench/README.md with

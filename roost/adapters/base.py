@@ -23,7 +23,6 @@ STARTING, READY, BUSY, ATTENTION, SHELL, EXITED = (
     "shell",
     "exited",
 )
-CLASSIFICATIONS = (STARTING, READY, BUSY, ATTENTION, SHELL, EXITED)
 ATTENTION_REASONS = (
     "login",
     "trust",
@@ -123,7 +122,6 @@ RESUMED, ATTENTION_REQUIRED, RETRY_FRESH, RESUME_FAILED = (
     "retry_fresh",
     "resume_failed",
 )
-RESUME_OUTCOMES = (RESUMED, ATTENTION_REQUIRED, RETRY_FRESH, RESUME_FAILED)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The ``claude`` provider: Claude Code 2.1.x (PROVIDERS.md section 1).
+"""The ``claude`` provider: Claude Code 2.1.x.
 
 Identity is assigned up front: a fresh launch is ``claude --session-id <new uuid4>``, a resume is
 ``claude --resume <uuid>``, and a stream-mode turn is ``claude -p --output-format stream-json

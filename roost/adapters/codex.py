@@ -1,4 +1,4 @@
-"""The ``codex`` provider: OpenAI Codex CLI 0.171.0 (PROVIDERS.md section 2).
+"""The ``codex`` provider: OpenAI Codex CLI 0.171.0.
 
 Interactive sessions run ``codex --no-daemon`` so the turn stays inside the supervised process
 (without it the TUI starts a detached app-server daemon that outlives it). Codex picks its own

@@ -2,7 +2,7 @@
 
 Run as ``python -m roost.adapters.doctor --json [--provider P ...]``: by the CLI when no node
 runs, and by the adapter host (``adapter.doctor``) when one does, so the answer is the node's
-environment's. Each CLI is asked with its own commands (PROVIDERS.md): ``--version``; claude
+environment's. Each CLI is asked with its own commands: ``--version``; claude
 ``auth status`` (JSON), codex ``login status``; kimi has no status command, so its home's
 ``credentials/`` and ``config.toml`` tell. Only the verdict and the method are kept from those
 answers, never what they print (an account, a key's tail). Every probe has a deadline and runs

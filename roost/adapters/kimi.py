@@ -1,4 +1,4 @@
-"""The ``kimi`` provider: Kimi Code CLI 2.1.0 (npm ``@moonshot-ai/kimi-code``; PROVIDERS.md 3).
+"""The ``kimi`` provider: Kimi Code CLI 2.1.0 (npm ``@moonshot-ai/kimi-code``).
 
 Kimi names a conversation ``session_<uuid4>`` only when its first message is sent, so roost learns
 the id afterwards: from the screen (the exit hint ``To resume this session: kimi -r <id>``, or the
@@ -87,7 +87,7 @@ class KimiAdapter(Adapter):
     bin_env = "ROOST_KIMI_BIN"
     install = "npm install -g @moonshot-ai/kimi-code (needs Node.js 22.19 or later)"
     # Like codex: text and Enter arriving in one read are a paste, and the Enter only adds an
-    # empty line to the composer (kimi 2.1.0 in a PTY; issue 9 finding 12). Submit apart.
+    # empty line to the composer (kimi 2.1.0 in a PTY). Submit apart.
     submit_delay_s = 0.3
 
     @staticmethod

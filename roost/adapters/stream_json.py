@@ -2,7 +2,7 @@
 
 One line in, a list of roost session events out (kind + data; the caller adds record, generation
 and event ids). The echo agent's headless mode writes the same shape, so one parser serves both.
-Shapes (PROVIDERS.md 1.6): ``system/init`` carries ``session_id``; ``assistant`` messages carry
+Shapes (claude 2.1.x): ``system/init`` carries ``session_id``; ``assistant`` messages carry
 ``text`` and ``tool_use`` blocks; ``user`` messages carry ``tool_result`` blocks; ``stream_event``
 carries partial deltas; ``result`` ends the turn, where ``is_error`` (not ``subtype``) says whether
 it failed. Failures also give the fact ``error``, a message for people: the text of an assistant

@@ -1,4 +1,4 @@
-"""Keeping a hub's node links honest (DESIGN.md section 9).
+"""Keeping a hub's node links honest.
 
 A link (an actor registered with a node's CURVE key) answers the requests routed to it and
 relays its own node's events, nothing more. It may not make requests, publish under another

@@ -11,8 +11,8 @@ header as the sender built it, so neither side decodes a header the other has ju
 
 A message is handed over synchronously, so a handler that answers at once sends its reply from
 inside the broker's handling of the request; the broker keeps no state of a message across a
-send for that reason. The link never fills (no high-water mark: as before, the actor takes
-every message it is given) and never disconnects; ``close`` detaches the actor.
+send for that reason. The link never fills (no high-water mark: the actor takes every message
+it is given) and never disconnects; ``close`` detaches the actor.
 """
 
 from __future__ import annotations

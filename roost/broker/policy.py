@@ -1,8 +1,8 @@
 """What a broker lets its peers address: the rules that differ between a node and a hub.
 
-A node's broker serves clients that address the node actor (``node``). A hub's broker (DESIGN.md
-section 9) serves clients that address the hub actor (``hub``) or a node's node actor across the
-lab, ``<node-id>/node`` (DESIGN.md section 3: across nodes an address is prefixed with the node
+A node's broker serves clients that address the node actor (``node``). A hub's broker serves
+clients that address the hub actor (``hub``) or a node's node actor across the
+lab, ``<node-id>/node`` (across nodes an address is prefixed with the node
 id), which the node's link registers with its CURVE key instead of the actor secret: the key must
 be authorised with the role ``node`` under that node id as its name. A node's events reach hub
 clients under ``<node-id>/``.

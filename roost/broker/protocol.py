@@ -57,7 +57,6 @@ PUBLISH = "publish"
 NOTIFY = "notify"
 KINDS = frozenset({REQUEST, RESPONSE, ERROR, EVENT, HELLO, PING, PONG, PUBLISH, NOTIFY})
 
-ROLE_ACTOR = "actor"
 OPERATOR, OBSERVER = "operator", "observer"
 ANYONE = (OPERATOR, OBSERVER)
 

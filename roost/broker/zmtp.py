@@ -8,8 +8,8 @@ and READY, short and long frames, the MORE flag. Of the commands the peer may se
 PING with PONG (every roost ROUTER sends ZMTP heartbeats; a silent client would be dropped) and
 skips the rest. Anything else that is not as expected (a peer that closes, a malformed frame, a
 frame over ``max_frame``, the deadline) raises ``ZmtpError``, and a failure of the socket itself
-(nothing listening, a reset) ``OSError``: the caller then asks the way it always did, through
-pyzmq.
+(nothing listening, a reset) ``OSError``: the caller then asks again through pyzmq (the click
+CLI's ``Client``).
 
 Blocking, one socket, a deadline over the whole conversation: a CLI command is one exchange.
 """

@@ -73,7 +73,7 @@ class Attachment:
     grant: str = ""
     alive: Liveness | None = None  # asks after a silence whether the node is still there
     expected: int = 0  # the transcript offset the next output byte must have
-    redraws: int = 0
+
     stale: bool = False  # the node (or hub) restarted and the screen is not drawn again yet
     resized: bool = False
     detach: bytes = DETACH  # the key that ends the view (attach.detach_key of the config file)
@@ -127,7 +127,6 @@ class Attachment:
         if end <= self.expected:
             return  # already on the screen that was drawn
         if offset > self.expected:
-            self.redraws += 1
             self.draw()
             if end <= self.expected:
                 return

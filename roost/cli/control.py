@@ -90,6 +90,3 @@ def release(ctx: Ctx, ref: str, grant_id: str) -> None:
     """Release a claim."""
     doc = ctx.call("session.release", {"id": ref, "grant": grant_id})
     _print(ctx, doc, f"released {doc['record']}")
-
-
-COMMANDS = (turn, op, claim, release)

@@ -82,7 +82,6 @@ class Dashboard(App[None]):
         self.bells = 0  # how often it rang for attention (a headless test has no bell to hear)
         self.loaded = False
         self.note = ""
-        self.preview_key: Key | None = None
         self.preview_text = ""
 
     def compose(self) -> ComposeResult:
@@ -158,7 +157,7 @@ class Dashboard(App[None]):
     def show_preview(self, preview: Preview) -> None:
         if preview.key != self.selected:
             return
-        self.preview_key, self.preview_text = preview.key, preview.screen
+        self.preview_text = preview.screen
         style = "" if preview.live else "dim"
         self.query_one("#preview", Static).update(
             Text(preview.screen, style=style, no_wrap=True, overflow="crop")

@@ -1,4 +1,4 @@
-"""``roost hub up|status|nodes|stop``: a lab's hub (DESIGN.md section 9), from the CLI's side.
+"""``roost hub up|status|nodes|stop``: a lab's hub, from the CLI's side.
 
 The hub's directory is the ``--state-dir`` it is started with: its key pair and the keys it
 allows (``roost keys``), a token for local use, its log. ``status``, ``nodes`` and ``stop`` reach

@@ -392,7 +392,3 @@ def release(ctx: Ctx, grant_id: str) -> None:
     """Release the node's controller lease."""
     doc = ctx.call("node.release", {"grant": grant_id})
     emit_json(doc) if ctx.json else console.print("released the node")
-
-
-def state_path(ctx: Ctx) -> Path:
-    return ctx.state_dir

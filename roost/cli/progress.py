@@ -50,13 +50,6 @@ class Progress:
             self.stream.write(f"\r\x1b[Kwaiting for {self.what} ({self._shown} s)")
             self.stream.flush()
 
-    def say(self, what: str) -> None:
-        """The wait goes on for something else: the next note names it."""
-        if what != self.what:
-            self.what = what
-            if not self.tty and self._shown >= 0:
-                self._shown = -1
-
     def done(self) -> None:
         if self.tty and self._shown >= 0:
             self.stream.write("\r\x1b[K")

@@ -9,8 +9,8 @@ in any order and ``--opt=value`` form, ``ROOST_STATE_DIR``) with no remote node 
 the node over a minimal ZMTP client (``roost.broker.zmtp``) with the frames the client library
 sends. Anything else, or anything unexpected on the way (no node running, a refused token, an
 error reply, no answer within ``QUICK_TIMEOUT_S``, a reply it would not print exactly as the
-click command does), hands the whole command line to the click CLI, which then behaves as it
-always did: ``ls`` only reads, so asking again is safe, and every error text, exit code and
+click command does), hands the whole command line to the click CLI, which then answers it
+in full: ``ls`` only reads, so asking again is safe, and every error text, exit code and
 progress note is the click path's own. What is printed comes from ``roost.cli.listing``, as the
 click command's does. ``ROOST_NO_QUICK=1`` turns the fast path off (tests compare the two).
 """

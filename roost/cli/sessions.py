@@ -347,6 +347,3 @@ def transcript(ctx: Ctx, ref: str, offset: int, limit: int) -> None:
     else:
         sys.stdout.buffer.write(doc["data"])
         sys.stdout.flush()
-
-
-COMMANDS = (spawn, ls, show, prompt, send, key, resize, rename, stop, resume, forget, transcript)

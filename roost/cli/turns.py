@@ -5,7 +5,7 @@ It subscribes to the record's events first, then reads from the log what the tur
 drop, so the end is also asked for (``session.turn.wait`` without waiting) after every silence of
 ``CHECK_S``, and before it finishes it reads the turn's events from the log once more and prints
 those it has not shown. With ``--json`` nothing is printed until the end: one document with the
-turn and its events, as before.
+turn and its events.
 """
 
 from __future__ import annotations

@@ -82,10 +82,15 @@ class Node:
         self.env.pop("ROOST_TOKEN", None)
         self.prefix: list[str] = []  # e.g. ["ip", "netns", "exec", NS]: the host it runs on
 
-    def run(self, *args: str, check: bool = True, timeout: float = 60.0) -> dict[str, Any]:
-        """``roost ARGS --json``; returns the document, raises CliError on an error document."""
+    def run(
+        self, *args: str, check: bool = True, timeout: float = 60.0, cwd: Path | None = None
+    ) -> dict[str, Any]:
+        """``roost ARGS --json`` (in ``cwd``, if given); returns the document, raises CliError on
+        an error document. ``-P``: like the installed ``roost`` script, the working directory is
+        not searched for modules."""
         proc = subprocess.run(
-            [*self.prefix, sys.executable, "-m", "roost", "--json", *args],
+            [*self.prefix, sys.executable, "-P", "-m", "roost", "--json", *args],
+            cwd=cwd,
             env=self.env,
             capture_output=True,
             text=True,
@@ -318,7 +323,7 @@ def stopped(pid: int) -> Iterator[None]:
 
 def assert_resume_failed_before_exit(node: Node, rid: str) -> None:
     """A resume of generation 2 that the CLI gave up by exiting: one ``resume_failed`` verdict,
-    reported before the exit (issue 9 finding 11)."""
+    reported before the exit."""
     later = [e for e in node.run("events", "--id", rid)["events"] if e["generation"] == 2]
     verdicts = [e["data"] for e in later if e["kind"] == "session.resume"]
     assert [(v["outcome"], v["reason"]) for v in verdicts] == [("resume_failed", "exited")], [

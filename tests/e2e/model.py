@@ -60,7 +60,6 @@ from roost.broker.errors import RoostError
 TYPED = ("session.prompt", "session.input", "session.key")
 TURN = "session.turn"
 SENDS = (*TYPED, TURN)
-LIFECYCLE = ("session.spawn", "session.stop", "session.resume", "session.rename", "session.forget")
 MODE_OF = {m: "pty" for m in TYPED} | {TURN: "stream"}
 KIND_OF = {"session.prompt": "prompt", "session.input": "input", "session.key": "key", TURN: "turn"}
 KEY_TEXT = {"enter": "\r", "tab": "\t", "space": " "}  # what each key types (echo submits \r)

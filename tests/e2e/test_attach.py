@@ -222,8 +222,8 @@ def test_attach_refusals(up: Node, project: Path) -> None:
 def test_attach_fits_the_session_to_its_window_and_gives_the_screen_back(
     up: Node, project: Path, terminals: list[Terminal]
 ) -> None:
-    """Issue 11, rough edge 4: without --resize a full-screen TUI was drawn for another size,
-    and detaching left its text on the user's terminal with the prompt drawn over it."""
+    """The session is sized to the attached window and follows it (``--no-resize`` opts out), and
+    attach draws in the alternate screen, so detaching gives the user's terminal back as it was."""
     rid = _spawn(up, project, "fit")
     assert _size(up, rid) == (40, 120)
     # the window's own size wins over $COLUMNS/$LINES a shell (or a test runner) left behind
@@ -251,7 +251,7 @@ def test_attach_fits_the_session_to_its_window_and_gives_the_screen_back(
 def test_typed_keys_go_as_one_event_per_burst(
     up: Node, project: Path, terminals: list[Terminal]
 ) -> None:
-    """Issue 11, rough edge 8: every key typed became its own durable event."""
+    """Keys typed in a burst are not each their own durable event."""
     rid = _spawn(up, project, "burst")
     term = Terminal(up, rid)
     terminals.append(term)
@@ -271,8 +271,8 @@ def test_typed_keys_go_as_one_event_per_burst(
 def test_a_secret_typed_into_a_login_screen_is_logged_as_its_length_only(
     up: Node, project: Path, tmp_path: Path, terminals: list[Terminal]
 ) -> None:
-    """Issue 11, rough edge 8: a token pasted into a login screen stayed in state.db and in
-    `roost events`. While the screen is classified login (or api-key) only its length is kept."""
+    """A token pasted into a login screen stays out of state.db and `roost events`: while the
+    screen is classified login (or api-key) only its length is kept."""
     env = [f"ROOST_CLAUDE_BIN={FAKES / 'claude'}", f"CLAUDE_CONFIG_DIR={tmp_path / 'c'}"]
     pairs = [a for pair in [*env, "FAKE_CLAUDE_SCREEN=login"] for a in ("--env", pair)]
     rid = up.run("spawn", "claude", "--cwd", str(project), *pairs)["record"]["id"]

@@ -185,7 +185,7 @@ def test_a_permission_prompt_waits_for_a_human(node: Node, tmp_path: Path, proje
 def test_a_permission_screen_drawn_while_a_classification_is_in_flight_is_reported(
     node: Node, tmp_path: Path, project: Path
 ) -> None:
-    """Issue 9.8: the screen changed while the adapter host was classifying the one before."""
+    """The screen changed while the adapter host was classifying the one before."""
     adapters = node.up()["actors"]["adapters"]["pid"]
     env = claude_env(tmp_path, "FAKE_CLAUDE_SCREEN=permission", "FAKE_CLAUDE_TOOL_MS=1000")
     rid = node.run("spawn", "claude", "--cwd", str(project), *env)["record"]["id"]
@@ -200,7 +200,7 @@ def test_a_permission_screen_drawn_while_a_classification_is_in_flight_is_report
 def test_a_permission_screen_whose_classification_failed_is_reported(
     node: Node, tmp_path: Path, project: Path
 ) -> None:
-    """Issue 9.8: the classification call failed (the adapter host did not answer in time)."""
+    """The classification call failed (the adapter host did not answer in time)."""
     adapters = node.up()["actors"]["adapters"]["pid"]
     env = claude_env(tmp_path, "FAKE_CLAUDE_SCREEN=permission")
     rid = node.run("spawn", "claude", "--cwd", str(project), *env)["record"]["id"]

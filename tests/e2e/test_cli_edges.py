@@ -1,4 +1,4 @@
-"""The CLI's rough edges of issue 11 (1, 5, 10, 11, 12) and its progress notes, driven as a user
+"""The CLI's edge cases and its progress notes, driven as a user
 would: the real CLI, a real node, the echo agent."""
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def timed(node: Node, *args: str) -> tuple[float, subprocess.CompletedProcess[st
 
 
 def test_a_killed_node_is_reported_at_once_with_the_fix(node: Node) -> None:
-    """Rough edges 1 and 11: ``ls`` and ``node status`` after a SIGKILL of the daemon answered
-    after 15 s with a timeout, and ``node up`` waited 15 s more in silence."""
+    """``ls`` and ``node status`` after a SIGKILL of the daemon say at once that the node is not
+    running and how to fix it, without waiting out a 15-s timeout; ``node up`` starts at once."""
     node.up()
     rid = node.run("spawn", "echo", "--name", "kept")["record"]["id"]
     sigkill(node.pid())
@@ -112,7 +112,7 @@ def test_turn_wait_shows_output_as_it_arrives(node: Node, tmp_path: Path) -> Non
 
 
 def test_a_failed_turn_exits_non_zero_and_says_why(node: Node) -> None:
-    """Rough edge 5: ``turn --wait`` of a failed turn exited 0 and said why only in --json."""
+    """``turn --wait`` of a failed turn exits non-zero and says why, in text as in --json."""
     node.up()
     node.run("spawn", "echo", "--mode", "stream", "--name", "f", "--env", "ROOST_ECHO_FAIL=1")
     proc = text(node, "turn", "f", "hello", "--wait")
@@ -139,7 +139,7 @@ def test_stop_of_a_busy_stream_session_says_what_it_waits_for(node: Node, tmp_pa
 
 
 def test_typos_get_a_suggestion(node: Node) -> None:
-    """Rough edge 11: a mistyped name or provider got a bare not-found / unknown-provider."""
+    """A mistyped name or provider gets a suggestion, not a bare not-found / unknown-provider."""
     node.up()
     rid = node.run("spawn", "echo", "--name", "shepherd")["record"]["id"]
     err = node.error("show", "shepard")
@@ -151,7 +151,7 @@ def test_typos_get_a_suggestion(node: Node) -> None:
 
 
 def test_ctrl_c_in_the_echo_agent_is_a_new_prompt(node: Node) -> None:
-    """Rough edge 11: Ctrl-C printed a Python traceback and ended the session."""
+    """Ctrl-C in the echo agent gives a new prompt, not a Python traceback and an ended session."""
     node.up()
     rid = node.run("spawn", "echo")["record"]["id"]
     node.wait_screen(rid, "echo-ready>")
@@ -166,8 +166,8 @@ def test_ctrl_c_in_the_echo_agent_is_a_new_prompt(node: Node) -> None:
 
 
 def test_ls_and_show_text(node: Node) -> None:
-    """Rough edge 10: ``ls`` cut the provider session id at 80 columns (off a terminal too),
-    long names wrapped the header, ``show`` printed Python reprs."""
+    """``ls`` never cuts the provider session id (off a terminal too), long names never wrap the
+    header, and ``show`` prints no Python reprs."""
     node.up()
     long_name = "a long name that people give their sessions when they have many of them"
     rec = node.run("spawn", "echo", "--name", long_name)["record"]
@@ -191,7 +191,7 @@ def test_ls_and_show_text(node: Node) -> None:
 
 
 def test_make_demo_shows_ls_and_attach_and_ends_with_try_it_yourself(node: Node) -> None:
-    """Rough edge 12."""
+    """``make demo`` shows ``ls`` and ``attach``, ends with what to try, and leaves no process."""
     proc = subprocess.run(
         [sys.executable, "-m", "roost.demo"],
         env=node.env,

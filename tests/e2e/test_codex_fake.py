@@ -129,7 +129,7 @@ def test_a_session_stopped_before_its_first_turn_has_no_id_to_resume_by(
 def test_a_resume_whose_rollout_is_gone_ends_with_codexs_error(
     node: Node, tmp_path: Path, project: Path
 ) -> None:
-    """Issue 9 finding 11: codex draws "Resuming session…" above a composer before it gives up;
+    """Codex draws "Resuming session…" above a composer before it gives up;
     that composer is no verdict, a prompt sent meanwhile is never accepted and lost, and the
     verdict is resume_failed (before the exit)."""
     node.up()

@@ -1,6 +1,6 @@
 """Crashes by SIGKILL: the daemon, a supervisor, a supervisor in the middle of a turn.
 
-What must hold (DESIGN.md section 7): live sessions outlive the daemon, and what they produced
+What must hold: live sessions outlive the daemon, and what they produced
 meanwhile reaches the log in order with no gap; a dead supervisor makes its record dormant,
 resumable by id, with a session-lost event, touching no other session; a turn whose supervisor
 died is interrupted, never replayed and never completed by invention; a prompt committed just
@@ -159,8 +159,8 @@ def test_a_turn_whose_supervisor_died_is_interrupted_never_replayed(node: Node) 
 
 
 def test_node_up_after_a_daemon_sigkill_starts_at_once(node: Node) -> None:
-    """Finding 7 of issue 9: `node up` took 15-26 s after a daemon SIGKILL, waiting out the
-    probe's timeouts on a node.json whose daemon was known dead from its pid and its lock."""
+    """`node up` does not wait out the probe's timeouts (15-26 s) on a node.json whose daemon is
+    known dead from its pid and its lock."""
     first = node.up()
     status = node.run("node", "status")
     children = [status["actors"][n]["pid"] for n in ("state", "adapters")]

@@ -1,4 +1,4 @@
-"""A damaged ``state.db`` (issue 9, findings 5 and 6): refused at once, untouched, repairable.
+"""A damaged ``state.db``: refused at once, untouched, repairable.
 
 A real node writes a database (records, stream turns, their events), stops; the test damages
 the file the ways disks and bit flips do (a garbage header page, a garbage middle page, a
@@ -195,7 +195,7 @@ def test_repair_is_refused_while_the_node_serves(node: Node) -> None:
 
 
 def test_a_damaged_event_row_is_refused_clearly_and_the_rest_still_serves(node: Node) -> None:
-    """``events.since`` splices stored bytes into its reply (issue 12): a row whose stored event
+    """``events.since`` splices stored bytes into its reply: a row whose stored event
     is no longer one msgpack value, or holds another seq than its row's, must make the page an
     error naming the damage, never a reply a client would read wrongly; once the row is mended
     the same page reads again."""

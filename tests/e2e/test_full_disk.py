@@ -1,4 +1,4 @@
-"""A full disk under the state directory (issue 9, finding 2), on a 6 MiB tmpfs the test mounts.
+"""A full disk under the state directory, on a 6 MiB tmpfs the test mounts.
 
 What must hold: a request that cannot be committed is refused ``storage-full`` (never accepted
 unless committed; never ``timeout``), ``node status`` says so and the state store's log names

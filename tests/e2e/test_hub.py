@@ -1,4 +1,4 @@
-"""The hub (DESIGN.md section 9): a lab of one hub and two nodes (lab-a, lab-b) under the test's
+"""The hub: a lab of one hub and two nodes (lab-a, lab-b) under the test's
 tmp dir, each with its own state directory and CURVE key pair, on a free loopback port.
 
 Nodes dial out to the hub; the operator talks only to the hub, through the real CLI (``--hub``,

@@ -289,7 +289,7 @@ def test_the_fake_in_a_pty_walks_the_real_screens(
     agent.write(b"\r")
     _until(agent, term, "ready")
     assert (kimi.home / "workspace-trust" / work_dir_key(str(kimi.cwd))).exists()
-    agent.write(b"hello kimi\r")  # one read: a paste, as kimi 2.1.0 takes it (finding 12)
+    agent.write(b"hello kimi\r")  # one read: a paste, as kimi 2.1.0 takes it
     wait_for(lambda: "│ > hello kimi" in term.text() or _feed(agent, term), 10, "the paste")
     assert not kimi.sessions() and "You said" not in term.text()  # in the composer, unsent
     agent.write(b"\r")  # an Enter of its own submits

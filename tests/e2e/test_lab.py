@@ -1,4 +1,4 @@
-"""A lab in network namespaces (issue 9, findings 21 and 22): a hub and nodes as separate hosts.
+"""A lab in network namespaces: a hub and nodes as separate hosts.
 
 The test makes the hosts (``tests/e2e/netns.py``): ``hub``, ``lab1`` (the node lab-1, also the
 client host that follows events) and ``rogue`` (a second machine that calls itself lab-1), each

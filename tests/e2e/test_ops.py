@@ -1,8 +1,8 @@
-"""The operator's tools (issue 11): the config file, notifications, doctor, logs, completion.
+"""The operator's tools: the config file, notifications, doctor, logs, completion.
 
 Each runs against a real node in the test's tmp dir, with the test's own configuration file
 (``ROOST_CONFIG``, set by the harness) and, for the provider checks, small stand-in CLIs on a
-private PATH that print a version and a login status as the real ones do (PROVIDERS.md).
+private PATH that print a version and a login status as the real ones do.
 """
 
 from __future__ import annotations
@@ -292,7 +292,7 @@ def test_doctor_finds_a_secret_others_may_read(node: Node) -> None:
 
 
 def test_node_status_says_missing_for_an_adapter_without_its_cli(node: Node) -> None:
-    """Issue 11: `node status` listed `adapter/claude registered` with no claude installed."""
+    """`node status` says an adapter is missing when its CLI is not installed."""
     node.env["PATH"] = SYSTEM_PATH
     node.env.pop("ROOST_CLAUDE_BIN", None)
     node.env["ROOST_KIMI_BIN"] = str(FAKES / "kimi")

@@ -1,4 +1,4 @@
-"""An agent flooding its terminal (issue 12, target 4), through a real node: the transcript holds
+"""An agent flooding its terminal, through a real node: the transcript holds
 exactly the bytes the pty carried, the screen once the output settles is the one pyte makes of
 every byte, and an attached client sees that screen and every byte after it, in order.
 

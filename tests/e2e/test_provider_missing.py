@@ -1,4 +1,4 @@
-"""A provider CLI that is not installed (issue 11, rough edge 3): ``spawn`` and ``resume`` refuse
+"""A provider CLI that is not installed: ``spawn`` and ``resume`` refuse
 with ``provider-missing`` in both modes, naming the program, its ``ROOST_<PROVIDER>_BIN`` and how
 to install it, and leave nothing that blocks the retry once it is installed."""
 

@@ -1,4 +1,4 @@
-"""Resizing a live pty session (issue 11, rough edge 6): a smaller terminal keeps the rows around
+"""Resizing a live pty session: a smaller terminal keeps the rows around
 the cursor, as a real terminal does, and the next input lands where the cursor is on screen."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The spine end to end, in the order a user meets it (issue 2's acceptance flow)."""
+"""The spine end to end, in the order a user meets it."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def test_spawn_refuses_bad_input_clearly(
             client.call("workspace.add", {"path": "not/absolute"})
         assert (relative.value.code, relative.value.detail) == (
             "bad-cwd",
-            {"field": "path", "value": "not/absolute"},  # the value named (issue 11, edge 9)
+            {"field": "path", "value": "not/absolute"},  # the value named
         )
     assert node.error("spawn", "echo", "--size", "big")["code"] == "bad-request"
     assert node.error("spawn", "echo", "--env", "NOEQUALS")["code"] == "bad-request"

@@ -1,6 +1,6 @@
 """Turns under stalls and kills at chosen moments: every accepted turn ends, and ends as it did.
 
-What must hold (DESIGN.md sections 6 and 7, issue 9 findings 1, 3 and 4): a turn whose
+What must hold: a turn whose
 ``state.turn.begin`` call timed out at the supervisor but was committed by the store later still
 ends, and its operation reaches a terminal state; a turn whose provider finished is recorded
 ``completed`` with its result although the state store was killed (or its supervisor was) between
@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from roost.actors.supervisor.outbox import pending
-from roost.broker.client import Client
 from tests.e2e.conftest import Node, log_has, sigkill, stopped, wait_for
 
 ANSWER = "echo: /tool echo kept"
@@ -79,7 +78,7 @@ def _assert_completed(node: Node, turn: str, op: str) -> None:
 def test_a_store_killed_between_result_and_turn_end_keeps_the_result(
     node: Node, tmp_path: Path
 ) -> None:
-    """Finding 3: the end's first delivery meets a stalled store that is then SIGKILLed; the
+    """The end's first delivery meets a stalled store that is then SIGKILLed; the
     retry to the restarted store must still carry the turn's result facts."""
     status = node.up()
     _, directory, release = _held_session(node, tmp_path)
@@ -97,7 +96,7 @@ def test_a_store_killed_between_result_and_turn_end_keeps_the_result(
 
 
 def test_a_supervisor_killed_before_its_turn_end_was_delivered(node: Node, tmp_path: Path) -> None:
-    """Finding 4: the supervisor dies with the turn's end (and a line before it) in its spool,
+    """The supervisor dies with the turn's end (and a line before it) in its spool,
     after the result line was delivered; the node's salvage records the turn as it ended."""
     status = node.up()
     rec, directory, release = _held_session(node, tmp_path)
@@ -121,7 +120,7 @@ def test_a_supervisor_killed_before_its_turn_end_was_delivered(node: Node, tmp_p
 def test_a_supervisor_killed_while_its_provider_had_finished_is_interrupted(
     node: Node, tmp_path: Path
 ) -> None:
-    """Finding 4, the other moment: the result line is delivered, the process has not exited
+    """The other moment: the result line is delivered, the process has not exited
     (no end in the spool) when the supervisor dies. The turn is interrupted, never completed by
     invention, and keeps the result the provider gave."""
     node.up()
@@ -140,7 +139,7 @@ def test_a_supervisor_killed_while_its_provider_had_finished_is_interrupted(
 def test_a_turn_end_left_in_the_spool_of_a_stopped_session_is_delivered(
     node: Node, tmp_path: Path
 ) -> None:
-    """Finding 1, the node's side: the session is stopped (dormant) while its supervisor still
+    """The node's side: the session is stopped (dormant) while its supervisor still
     holds the turn's end undelivered, and the supervisor dies. No supervisor owns the running
     turn any more: the node's sweep delivers the spool, and the turn ends as it did."""
     status = node.up()
@@ -168,12 +167,6 @@ def _roost(node: Node, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def _accepting(client: Client, record_id: str) -> bool:
-    """The supervisor is accepting a turn now (session.show's ``accepting``)."""
-    shown = client.call("session.show", {"id": record_id, "screen": True}, timeout=10)
-    return shown.get("accepting") is True and shown.get("turn") is None
 
 
 def _running_turns(db: Path) -> list[str]:

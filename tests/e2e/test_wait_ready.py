@@ -1,4 +1,4 @@
-"""What ``spawn`` and ``resume`` report (issue 11, rough edge 7): what is known when they answer
+"""What ``spawn`` and ``resume`` report: what is known when they answer
 (``starting``: the agent runs, its screen not read yet), and with ``--wait-ready`` the outcome a
 moment later: ready, needs a human, or ended, within a deadline."""
 

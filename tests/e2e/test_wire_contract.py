@@ -1,6 +1,6 @@
 """The protocol as docs/PROTOCOL.md writes it, checked on the raw socket of a real node.
 
-Issue 9, findings 15 to 19: a bad header field keeps a readable id and names the field; a nil
+A bad header field keeps a readable id and names the field; a nil
 optional header field counts as absent; ``node.json`` names a ``--listen`` endpoint; a ``busy``
 refusal of a racing turn names a turn a client can wait on; ``pong`` answers its ``ping``'s id;
 a failed re-``initialize`` ends the old registration; a forgotten record's grant is
@@ -46,7 +46,7 @@ def _request(header: dict[str, Any], body: dict[str, Any] | None = None) -> list
     return [msgpack.packb(wire, use_bin_type=True), p.pack(body or {})]
 
 
-# -- finding 15: a header field of the wrong type ------------------------------------------------
+# -- a header field of the wrong type ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -79,7 +79,7 @@ def test_an_id_of_the_wrong_type_is_unreadable_and_named(up: Node) -> None:
         assert body["code"] == "bad-request" and body["detail"] == {"field": "id"}
 
 
-# -- finding 17: a nil optional field counts as absent -------------------------------------------
+# -- a nil optional field counts as absent -------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -96,7 +96,7 @@ def test_nil_optional_header_fields_count_as_absent(up: Node, nil: dict[str, Any
     up.wait_screen(rid, "echo: nil is absent")
 
 
-# -- finding 16: node.json names the network endpoint --------------------------------------------
+# -- node.json names the network endpoint --------------------------------------------------------
 
 
 def test_node_json_names_the_listen_endpoint(node: Node) -> None:
@@ -119,7 +119,7 @@ def test_node_json_names_the_listen_endpoint(node: Node) -> None:
     assert "network" not in json.loads((node.state_dir / "node.json").read_text())["endpoints"]
 
 
-# -- finding 18: busy names a turn a client can wait on ------------------------------------------
+# -- busy names a turn a client can wait on ------------------------------------------------------
 
 
 def test_a_racing_turn_is_refused_busy_naming_the_turn_that_runs(up: Node) -> None:
@@ -174,7 +174,7 @@ def test_a_racing_turn_is_refused_busy_naming_the_turn_that_runs(up: Node) -> No
     assert waited["ended"] and waited["turn"]["state"] == "completed", waited
 
 
-# -- finding 19: pong, re-initialize, a forgotten record's grant ---------------------------------
+# -- pong, re-initialize, a forgotten record's grant ---------------------------------------------
 
 
 def test_pong_answers_the_id_of_its_ping(up: Node) -> None:

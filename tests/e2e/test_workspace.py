@@ -1,4 +1,4 @@
-"""Workspaces as a user names them (issue 11, rough edge 9): ``workspace add --name`` on a
+"""Workspaces as a user names them: ``workspace add --name`` on a
 registered path renames it, and a ``spawn --cwd`` that names nothing known says what it was given
 and which workspaces there are."""
 

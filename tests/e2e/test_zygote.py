@@ -1,7 +1,7 @@
 """Supervisors forked by the node's zygote (roost.actors.supervisor.zygote): detached and clean as
 a supervisor started as its own interpreter, surviving the zygote's death and the node's, and
 never forked from code that changed on disk since the zygote started. With ``ROOST_ZYGOTE=0``
-the node starts them as before, and says so."""
+the node starts each as an interpreter of its own, and says so."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Offline stand-in for the vendors' model APIs, on loopback, for driving the real CLIs.
 
 It speaks just enough of three wire protocols for claude, codex and kimi to run end to end
-with no network (PROVIDERS.md section 5); only the model's words are fake:
+with no network; only the model's words are fake:
 
 * Anthropic Messages -- ``POST /v1/messages`` (SSE when ``"stream": true``, else one JSON
   message), ``POST /v1/messages/count_tokens``; claude's start-up preflight ``GET /api/hello``.
@@ -131,7 +131,6 @@ class Turn:
     def __init__(self, role: str) -> None:
         self.role = role
         self.texts: list[str] = []
-        self.tool_calls = 0
         self.tool_results: list[str] = []
 
     @property
@@ -173,8 +172,6 @@ def anthropic_turns(body: JSON) -> list[Turn]:
                 kind = part.get("type")
                 if kind == "text" and isinstance(part.get("text"), str):
                     turn.texts.append(part["text"])
-                elif kind == "tool_use":
-                    turn.tool_calls += 1
                 elif kind == "tool_result":
                     turn.tool_results.append("\n".join(_text_of(part.get("content"))))
         turns.append(turn)
@@ -198,7 +195,6 @@ def responses_turns(body: JSON) -> list[Turn]:
             turns.append(turn)
         elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
             turn = Turn("assistant")
-            turn.tool_calls = 1
             turns.append(turn)
         elif kind in ("function_call_output", "custom_tool_call_output"):
             turn = Turn("tool")
@@ -218,7 +214,6 @@ def chat_turns(body: JSON) -> list[Turn]:
             turn.tool_results.append("\n".join(_text_of(msg.get("content"))))
         else:
             turn.texts.extend(_text_of(msg.get("content")))
-        turn.tool_calls = len(msg.get("tool_calls") or [])
         turns.append(turn)
     return turns
 

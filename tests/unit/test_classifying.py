@@ -1,5 +1,5 @@
 """The supervisor's classification rounds (supervisor.classifying), against a stub supervisor
-whose adapter calls the test answers, fails or holds (issue 9.8)."""
+whose adapter calls the test answers, fails or holds."""
 
 from __future__ import annotations
 

@@ -64,11 +64,11 @@ SCREENS: dict[str, tuple[str, str | None]] = {
     "claude-resume-picker.txt": (ATTENTION, "picker"),
     "claude-screen1.txt": (ATTENTION, "offline"),
     "claude-screen1b.txt": (ATTENTION, "offline"),
-    # issue 9.9: the start-up question of a user whose settings chose manual mode
+    # the start-up question of a user whose settings chose manual mode
     "claude-auto-mode-question.txt": (ATTENTION, "question"),
     "claude-manual-idle.txt": (READY, None),  # after "No, keep manual mode"
     "claude-manual-perm.txt": (ATTENTION, "permission"),  # PERMTEST in manual mode
-    # issue 9.10: no credentials; only the footer says so
+    # no credentials; only the footer says so
     "claude-noauth-idle.txt": (ATTENTION, "login"),
 }
 
@@ -162,12 +162,12 @@ def box_screen(*history: str, box: str = IDLE_BOX) -> str:
             (ATTENTION, "permission"),
         ),
         ("No conversation found with session ID: " + SID, (EXITED, None)),
-        # the footer of an idle claude without credentials (issue 9.10)
+        # the footer of an idle claude without credentials
         (
             box_screen(box=IDLE_BOX + "        Not logged in · run /login"),
             (ATTENTION, "login"),
         ),
-        # another start-up question of claude's own, over a list of choices (issue 9.9)
+        # another start-up question of claude's own, over a list of choices
         (
             f"{RULE}\n  Switch to the newer model?\n\n  \u276f Yes, switch\n    No, keep it",
             (ATTENTION, "question"),
@@ -377,7 +377,7 @@ def test_the_fake_keeps_a_conversation_where_claude_does(tmp_path: Path) -> None
     assert json.loads(first.stdout.splitlines()[0])["subtype"] == "init"
     second = headless(work, config, "--resume", sid, "again")
     assert fold(second.stdout.splitlines())[1]["result"] == "Hello from the fake. You said: again"
-    escaped = re.sub(r"[^a-zA-Z0-9]", "-", str(work))  # PROVIDERS.md 1.3: "/a b.c" -> "-a-b-c"
+    escaped = re.sub(r"[^a-zA-Z0-9]", "-", str(work))  # claude's project dir: "/a b.c" -> "-a-b-c"
     records = (config / "projects" / escaped / f"{sid}.jsonl").read_text().splitlines()
     assert [json.loads(r)["type"] for r in records] == ["user", "assistant"] * 2
 

@@ -1,4 +1,4 @@
-"""The CLI's text output (issue 11, rough edges 10 and 11): no Python reprs, `ls` never cuts a
+"""The CLI's text output: no Python reprs, `ls` never cuts a
 provider session id, headers never wrap, ``--op``/``--grant`` only where they mean something,
 ``did you mean``, and progress notes that keep stdout clean."""
 

@@ -1,5 +1,5 @@
 """The codex provider's adapter (roost.adapters.codex), on the real CLI's captured screens and
-streams (PROVIDERS.md section 2) and on a rollout tree built in the test's tmp dir."""
+streams and on a rollout tree built in the test's tmp dir."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from tests.unit.captures import CAPTURES, capture, screens
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "fakes" / "codex"
-# The captures of the real CLIs (copied from shared/provider-captures).
+# The captures of the real CLIs (tests/fixtures/provider-captures).
 CTX = LaunchContext(cwd="/srv/work/proj3", mode="pty", env={}, data_dir="/data/codex")
 ADAPTER = CodexAdapter({})
 

@@ -64,7 +64,7 @@ def classify(screen: str, view: SessionView) -> tuple[str, str]:
 
 
 def test_streaming_text_reads_ready_on_the_screen_alone() -> None:
-    """The finding: codex erases its "Working ... esc to interrupt" line once text streams."""
+    """Codex erases its "Working ... esc to interrupt" line once text streams."""
     assert "esc to interrupt" not in capture("codex-mock-long.txt")
     assert ADAPTER.classify(capture("codex-mock-long.txt"), exited=False).state == READY
 
@@ -123,7 +123,7 @@ def test_a_rollout_cut_mid_line_or_unreadable_is_not_evidence(tmp_path: Path) ->
 
 
 def test_a_resume_still_loading_is_undecided_whatever_its_composer(tmp_path: Path) -> None:
-    """The finding: "Resuming session…" above a composer was taken for a resumed session."""
+    """A screen of "Resuming session…" above a composer is no resumed session yet."""
     screen = capture("codex-mock-resume-lost.txt")
     assert ADAPTER.verify_resume(screen, LOST_ID, [], ctx_for(tmp_path)).outcome is None
     place_rollout(tmp_path, LOST_ID)  # even with its file there: not loaded yet

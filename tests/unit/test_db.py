@@ -139,7 +139,7 @@ def test_another_os_path_semantics_is_refused(path: Path, tmp_path: Path) -> Non
 def test_a_file_that_is_not_a_database_is_refused(path: Path, tmp_path: Path) -> None:
     path.write_bytes(b"not a database at all" * 100)
     err = refusal(path, None, tmp_path)
-    # indistinguishable from a database whose header page was overwritten (issue 9, finding 6)
+    # indistinguishable from a database whose header page was overwritten
     assert err.code == "durable-state-damaged"
     assert "roost node repair" in err.message
     assert path.read_bytes() == b"not a database at all" * 100
@@ -268,7 +268,7 @@ def test_workspace_add_is_idempotent_by_path(conn: sqlite3.Connection) -> None:
 
 
 def test_a_registered_path_added_with_another_name_is_renamed(conn: sqlite3.Connection) -> None:
-    """Issue 11, rough edge 9: the name was ignored (exit 0, nothing changed)."""
+    """A registered path added again with another name takes that name; it is not ignored."""
     ws, _ = db.add_workspace(conn, "/src/app", "app")
     renamed, change = db.add_workspace(conn, "/src/app", "webws")
     assert change == "renamed" and renamed == {**ws, "name": "webws"}

@@ -1,13 +1,16 @@
 """docs/OPERATIONS.md, docs/PROTOCOL.md and README.md name what the code reads and writes.
 
-Issue 9, finding 20: the state directory's files as the code names them are each a row of
+The state directory's files as the code names them are each a row of
 OPERATIONS' "State directory" table; the runtime directory's base is what ``runtime_dir`` uses
 (``tempfile.gettempdir()``, so ``TMPDIR`` first), and both documents say so; every environment
-variable the echo agent reads is documented in OPERATIONS and in README's testing section.
+variable the echo agent reads is documented in OPERATIONS and in README's testing section; every
+path in the tree (``roost/...``, ``tests/...``, ...) and ``roost.`` module that docs/*.md and
+README.md name exists.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import tempfile
@@ -99,3 +102,67 @@ def test_the_echo_agents_knobs_are_documented_where_a_tester_looks() -> None:
     for name in sorted(variables):
         assert f"`{name}" in OPERATIONS, f"OPERATIONS.md does not document {name}"
         assert name in testing, f"README's Development section does not name {name}"
+
+
+# A path in the tree or a module of roost's as the documents write one: not the tail of another
+# path (``~/.config/roost/...``, ``.../roost/fix-login``) and not a placeholder
+# (``roost.actors.<kind>`` is ``roost.actors``; ``tests/unit/test_<module>.py`` is no path).
+TREE_PATH = re.compile(r"(?<![\w/.~<-])(?:roost|tests|bench|deploy|clients)/[\w./-]*+(?!<)")
+ROOST_MODULE = re.compile(r"(?<![\w/.~<-])roost(?:\.[A-Za-z_]\w*)+")
+
+
+def documents() -> list[Path]:
+    return [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+
+
+def named_paths(text: str) -> set[str]:
+    """Paths under roost/, tests/, bench/, deploy/ and clients/: a file (``.py`` or another
+    extension), a folder (``/`` at the end) or anything two folders deep; a single name without
+    either (``roost/fix``, a branch spawn --worktree names; ``tests/e2e``) is not checked."""
+    found = {m.rstrip(".") for m in TREE_PATH.findall(text)}
+    return {m for m in found if m.endswith("/") or "." in m[m.rfind("/") :] or m.count("/") >= 2}
+
+
+def missing_module(dotted: str) -> str | None:
+    """Why ``dotted`` names nothing in the tree (None when it does): a module or package, or one
+    name defined in one."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:i])
+        if base.with_suffix(".py").is_file() or (base / "__init__.py").is_file():
+            break
+    rest = parts[i:]
+    if not rest:
+        return None
+    if len(rest) > 1:
+        return f"no module {'.'.join(parts[: i + 1])}"
+    module = importlib.import_module(".".join(parts[:i]))
+    return None if hasattr(module, rest[0]) else f"{'.'.join(parts[:i])} has no {rest[0]}"
+
+
+def test_named_paths_keep_to_what_they_mean() -> None:
+    text = "`roost/broker/policy.py`, roost/cli/, (roost/actors/node/x.py). ~/.config/roost/a.toml"
+    more = "branch roost/fix, `.../roost/fix-login/web`, `roost/adapters/<provider>.py`, tests/e2e"
+    assert named_paths(text + more + " bench/README.md, deploy/systemd/") == {
+        "roost/broker/policy.py",
+        "roost/cli/",
+        "roost/actors/node/x.py",
+        "bench/README.md",
+        "deploy/systemd/",
+    }
+    found = ROOST_MODULE.findall("`python -m roost.actors.<kind>`, fish/completions/roost.fish")
+    assert found == ["roost.actors"]
+    assert missing_module("roost.broker.protocol.CLIENT_METHODS") is None
+    assert missing_module("roost.broker.protocol.NO_SUCH_NAME") is not None
+    assert missing_module("roost.broker.nowhere.thing") == "no module roost.broker.nowhere"
+
+
+def test_every_path_and_module_the_docs_name_exists() -> None:
+    wrong = []
+    for doc in documents():
+        text = doc.read_text(encoding="utf-8")
+        wrong += [f"{doc.name}: {path}" for path in named_paths(text) if not (ROOT / path).exists()]
+        for dotted in sorted(set(ROOST_MODULE.findall(text))):
+            if (why := missing_module(dotted)) is not None:
+                wrong.append(f"{doc.name}: {dotted} ({why})")
+    assert not wrong, "the documents name what is not in the tree:\n" + "\n".join(wrong)

@@ -1,4 +1,4 @@
-"""Files a full disk refuses (issue 9, finding 2): the log, a supervisor's spool, a transcript,
+"""Files a full disk refuses: the log, a supervisor's spool, a transcript,
 and what SQLite's errors mean. ENOSPC is real: "the disk fills" points the file's descriptor at
 ``/dev/full``, whose every write fails with ENOSPC; "space freed" points it back at a file."""
 

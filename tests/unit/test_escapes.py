@@ -1,5 +1,5 @@
 """Escape sequences pyte does not know, removed before it reads them (supervisor.escapes), and
-the screens of the real CLIs' raw output that showed stray characters (issue 9.14).
+the screens of the real CLIs' raw output that showed stray characters.
 
 The byte strings are cut from raw output of claude 2.1.332, codex 0.171.0 and Kimi Code 2.1.0
 logged in a bare PTY (as a supervisor runs them, nobody answering their queries).

@@ -55,7 +55,7 @@ SCREENS: dict[str, tuple[str, str | None]] = {
     "kimi-screen1.txt": (ATTENTION, "trust"),
     "kimi-screen2.txt": (ATTENTION, "login"),  # composer, but "Model: not set"
     "kimi-screen3.txt": (ATTENTION, "login"),  # "Error: LLM not set"
-    # issue 9.10: no model; the status line shows the cwd shortened to "…/runs/kimi-noauth/proj"
+    # no model; the status line shows the cwd shortened to "…/runs/kimi-noauth/proj"
     "kimi-nomodel-idle.txt": (ATTENTION, "login"),
 }
 

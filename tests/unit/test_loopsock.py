@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -140,5 +142,92 @@ def test_a_queue_still_flushes_when_a_receive_took_the_signal_that_the_pipe_drai
         await until(all_arrived, "the queued messages to go out")
         assert got == [str(i).encode() for i in range(n)] and served.queued == 0
         served.close()
+
+    asyncio.run(main())
+
+
+STRESS_SEEDS = [int(s) for s in os.environ.get("ROOST_LOOPSOCK_SEEDS", "1 2 3 4 5 6").split()]
+
+
+@pytest.mark.parametrize("seed", STRESS_SEEDS)
+def test_random_traffic_both_ways_arrives_once_in_order(ctx: zmq.Context[Any], seed: int) -> None:
+    """A queueing socket (an actor's DEALER) and a plain one (the broker's ROUTER) over pipes of
+    a few messages, driven at random: bursts sent from the loop, from timers and from inside the
+    other side's handler (inside a drain), the ROUTER's reading paused and resumed so that the
+    DEALER's pipe fills and its queue grows (and sheds past its limit), the ROUTER echoing some
+    messages back into a pipe that may be full. Every message a send said True to arrives once,
+    in the order sent, and none it said None or False to arrives; nothing is stranded. Longer
+    runs: ``ROOST_LOOPSOCK_SEEDS="$(seq 1 200)"``; a failure names its seed."""
+    rng = random.Random(seed)
+
+    async def main() -> None:
+        router: zmq.Socket[Any] = ctx.socket(zmq.ROUTER)
+        router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        dealer: zmq.Socket[Any] = ctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.ROUTING_ID, b"\x01dealer")
+        for sock in (router, dealer):
+            sock.setsockopt(zmq.SNDHWM, rng.randint(1, 8))
+            sock.setsockopt(zmq.RCVHWM, rng.randint(1, 8))
+        router.bind(f"inproc://stress-{seed}")
+        dealer.connect(f"inproc://stress-{seed}")
+        sent_up: list[bytes] = []  # what the DEALER's sends said True to, in order
+        sent_down: list[bytes] = []  # what the ROUTER's echoes said True to
+        got_up: list[bytes] = []
+        got_down: list[bytes] = []
+        counter = iter(range(1_000_000))
+        loop = asyncio.get_running_loop()
+
+        def up(n: int) -> None:
+            for _ in range(n):
+                payload = str(next(counter)).encode()
+                if actor.send([payload]) is True:
+                    sent_up.append(payload)
+
+        def on_router(frames: list[zmq.Frame]) -> None:
+            payload = frames[-1].bytes
+            got_up.append(payload)
+            if rng.random() < 0.3:
+                echo = b"echo " + payload
+                if broker.send([frames[0].bytes, echo]) is True:
+                    sent_down.append(echo)
+            if rng.random() < 0.05:
+                up(rng.randint(1, 5))  # a send from inside the broker's drain
+
+        def on_dealer(frames: list[zmq.Frame]) -> None:
+            got_down.append(frames[-1].bytes)
+            if rng.random() < 0.2:
+                up(rng.randint(1, 3))  # a send from inside the actor's own drain
+
+        actor = LoopSocket(dealer, on_dealer, queue=rng.choice([4, 32, 256]), name="actor")
+        broker = LoopSocket(router, on_router, name="broker")
+        actor.start()
+        broker.start()
+        paused = False
+        for _ in range(300):
+            action = rng.random()
+            if action < 0.4:
+                up(rng.randint(1, 20))
+            elif action < 0.55:
+                loop.call_later(rng.random() / 500, up, rng.randint(1, 10))
+            elif action < 0.65:
+                if paused:
+                    broker.start()
+                else:
+                    broker.stop()
+                paused = not paused
+            if rng.random() < 0.5:
+                await asyncio.sleep(0 if rng.random() < 0.7 else rng.random() / 1000)
+        if paused:
+            broker.start()
+        await asyncio.sleep(0.01)  # the last timers
+        await until(
+            lambda: got_up == sent_up and got_down == sent_down and not actor.queued,
+            f"every accepted message (seed {seed}: up {len(got_up)}/{len(sent_up)}, "
+            f"down {len(got_down)}/{len(sent_down)}, queued {actor.queued})",
+        )
+        assert not actor.shedding, f"seed {seed}"
+        assert len(set(got_up)) == len(got_up), f"seed {seed}: a message arrived twice"
+        actor.close()
+        broker.close()
 
     asyncio.run(main())

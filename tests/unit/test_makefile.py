@@ -1,4 +1,4 @@
-"""The Makefile (issue 11, rough edge 2): ``make test`` explains that it needs npm instead of
+"""The Makefile: ``make test`` explains that it needs npm instead of
 failing with ``npm: No such file``, and ``make install`` puts ``roost`` on PATH."""
 
 from __future__ import annotations

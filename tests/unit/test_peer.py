@@ -153,7 +153,7 @@ def test_a_registered_peer_pings_only_a_broker_that_wants_pings(
 ) -> None:
     """A broker that answers hello ``pings: false`` keeps the link with ZMTP heartbeats: the
     peer sends nothing while it is idle. One that does not say (an earlier release) is pinged
-    every beat, as before."""
+    every beat."""
 
     async def main() -> None:
         endpoint = f"ipc://{tmp_path}/broker.sock"

@@ -82,8 +82,8 @@ def test_resize_changes_the_screen() -> None:
 
 
 def test_shrinking_keeps_the_rows_from_the_top_while_the_cursor_fits() -> None:
-    """Issue 11, rough edge 6: pyte cut rows from the top, so a screen with its text at the top
-    went blank and the cursor stayed where no row was left."""
+    """Rows are cut from the bottom while the cursor stays on screen (pyte alone cut them from
+    the top, so a screen with its text at the top went blank, the cursor where no row was left)."""
     term = Terminal(rows=40, cols=120)
     term.feed(b"banner\r\necho-ready> hi\r\necho: hi\r\necho-ready> ")
     term.text()  # read, as the classifier does (pyte then holds every row)

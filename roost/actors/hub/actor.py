@@ -1,4 +1,4 @@
-"""The hub (DESIGN.md section 9): one per lab; nodes dial out to it and clients talk to it.
+"""The hub: one per lab; nodes dial out to it and clients talk to it.
 
 A hub is a broker with the hub policy (clients address ``hub`` or ``<node-id>/node``; a node's
 link registers as ``<node-id>/node`` with its CURVE key) plus the hub actor, which answers for

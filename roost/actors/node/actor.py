@@ -37,6 +37,7 @@ from roost.suggest import close_matches, did_you_mean
 
 log = structlog.get_logger("roost.node")
 
+QUIESCE_S = 2.0  # a stop waits at most this long for the inputs being accepted
 REATTACH_WAIT_S = 6.0  # a supervisor re-registers within ~2 heartbeats of a node restart
 
 
@@ -201,8 +202,28 @@ class NodeActor:
 
     async def shutdown(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         stop_sessions = f.opt_bool(body, "stop_sessions")  # a bad body is refused before busy
+        await self._quiesce()
+        try:
+            return await self._shut_down(stop_sessions)
+        except BaseException:
+            self.inputs.refusing = False
+            raise
+
+    async def _quiesce(self) -> None:
+        """Under steady traffic something is always being accepted: new input is refused
+        (``unavailable``, which a client retries) while what is under way finishes, for at most
+        ``QUIESCE_S``; ``busy`` if it has not by then (a commit waiting on a stalled state store,
+        a loss being settled), and input is accepted again."""
+        self.inputs.refusing = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + QUIESCE_S
+        while self.control.busy and loop.time() < deadline:
+            await asyncio.sleep(0.01)  # what is under way ends in a commit's time
         if self.control.busy:
+            self.inputs.refusing = False
             raise RoostError("busy", "a turn is being accepted or cleaned up; nothing was stopped")
+
+    async def _shut_down(self, stop_sessions: bool | None) -> dict[str, Any]:
         stopped = []
         if stop_sessions:
             listing = await self.peer.call("state", "state.record.list", {})

@@ -2,7 +2,7 @@
 
 While a live grant exists for a record, mutating requests must carry it (else ``not-claimed``);
 a taken-over or lapsed grant is fenced (``stale-grant``). Reading never needs a claim. The node
-itself can be claimed the same way (``NODE``, the controller lease of DESIGN.md section 6): then
+itself can be claimed the same way (``NODE``, the node-wide controller lease): then
 node-wide mutations (spawning, workspaces, shutdown) need that grant. Pure logic with an injected
 clock; grants live in the node's memory, so a node restart releases them all.
 """

@@ -5,7 +5,7 @@ Linux's pidfd (``os.pidfd_open``) becomes readable when its process exits, whoev
 happens, and not once per session per second. ``follow`` is told of every record the node keeps:
 it watches the supervisor of each active record that names one, and stops watching when the
 record moves on. Where there is no pidfd (another OS, an old kernel), ``watched`` says no and the
-sweep polls that record's pid as before.
+sweep polls that record's pid every second.
 """
 
 from __future__ import annotations

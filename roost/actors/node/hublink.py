@@ -1,4 +1,4 @@
-"""A node's link to a hub (DESIGN.md section 9): the node dials out, and the hub routes to it.
+"""A node's link to a hub: the node dials out, and the hub routes to it.
 
 The link registers with the hub's broker as ``<node-id>/node`` over CURVE, with the node's own key
 pair (the hub authorises that public key with the role ``node`` under the node id's name). A

@@ -124,6 +124,7 @@ class Inputs:
         self.committed = 0  # inputs and turns committed since the node started (node.status)
         self.committing = 0  # commits awaiting the state store now
         self.stopping = False
+        self.refusing = False  # a stop is waiting for the inputs under way: no new ones
 
     def status(self) -> dict[str, int]:
         """``node.status``'s ``inputs``."""
@@ -178,11 +179,9 @@ class Inputs:
         """A record as the node now knows it: what was committed for a supervisor that is no
         longer the record's live one (lost, stopped, replaced by a new generation) is handed to
         it no more, and nothing waits for its gate."""
-        active = record.active or {}
-        ending = record.state not in (r.STARTING, r.LIVE, r.ATTENTION)
-        live = None if ending else active.get("generation", record.generation)
+        live = live_generation(record)
         gate = self.gates.get_any(record.id)
-        instance = active.get("instance")
+        instance = (record.active or {}).get("instance")
         if gate is not None and (gate.generation != live or instance not in (None, gate.instance)):
             self.gates.put(record.id, Gate(gate.generation, gate.instance, "closed"))
         queue = self._queues.get(record.id)
@@ -205,7 +204,7 @@ class Inputs:
         loop = asyncio.get_running_loop()
         started = loop.time()
         while True:
-            if self.stopping:
+            if self.stopping or self.refusing:
                 raise RoostError("unavailable", "the node is stopping; nothing was accepted")
             gate = self.gates.get(record.id, active)
             full = size and self._waiting.get(record.id, 0) >= INPUT_PENDING_MAX
@@ -379,5 +378,13 @@ class Inputs:
             record = await self.sessions.find(record_id)
         except RoostError as err:
             return err.code != "not-found"
-        active = record.active or {}
-        return record.state in (r.LIVE, r.ATTENTION) and active.get("generation") == generation
+        return live_generation(record) == generation
+
+
+def live_generation(record: r.Record) -> int | None:
+    """The generation whose supervisor may take the record's input: the active one while the
+    record is starting, live or in attention; None once it is ending or ended."""
+    if record.state not in (r.STARTING, r.LIVE, r.ATTENTION):
+        return None
+    generation = (record.active or {}).get("generation", record.generation)
+    return generation if isinstance(generation, int) else None

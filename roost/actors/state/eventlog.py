@@ -5,7 +5,7 @@ event id (``eid``) makes a re-sent spooled event a no-op. Since schema 5 each ev
 once, as the msgpack map ``events.since`` sends (``seq ts kind record generation data``), in the
 ``packed`` column, written at append time; its ``data`` column is then empty (the map holds it).
 A page is those bytes fetched and joined, nothing decoded or encoded on the way out. Rows
-written before schema 5 (``packed`` NULL) keep ``data`` and are encoded when read, as before.
+written before schema 5 (``packed`` NULL) keep ``data`` and are encoded when read.
 Stored bytes are checked before they go into a reply: each one msgpack value, its seq the
 row's; a damaged row raises ``ValueError`` (the store answers ``durable-state-damaged``).
 """

@@ -145,7 +145,7 @@ class Supervisor:
         self.snapshot()
         self.checks.on_exit()
         self.keyboard.update_gate()
-        self._finishing = self.tasks.start(self._report_exit(status), "finish")
+        self.tasks.start(self._report_exit(status), "finish")
 
     async def _report_exit(self, status: ExitStatus) -> None:
         """The exit, after a pending resume's verdict (a CLI that gave up the resume at once)."""
@@ -309,7 +309,7 @@ class Supervisor:
         if self.agent is None:  # stream mode: the supervisor's end is the session's exit
             self.exit = ExitStatus(0, None)
             self.snapshot()
-            self._finishing = self.tasks.start(self._finish(), "finish")
+            self.tasks.start(self._finish(), "finish")
         # no waiting for the outbox here: the node holds the record while it awaits this reply
         assert self.exit is not None
         return {"exit": self.exit.to_wire()}

@@ -174,7 +174,7 @@ class Emulator:
         then from the top only as many as keep the cursor on the screen; fewer columns cut each
         row at the right and bring the cursor inside. pyte alone cuts rows from the top, so a
         screen with its text at the top went blank with the cursor left on a row it no longer
-        showed (issue 11, rough edge 6)."""
+        showed."""
         screen = self.screen
         if rows < screen.lines:
             top = max(0, screen.cursor.y - rows + 1)  # rows scrolled off so the cursor fits

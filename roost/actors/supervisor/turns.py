@@ -199,8 +199,8 @@ class TurnRunner:
     def _plan_for(self, text: str) -> dict[str, Any] | None:
         """The prefetched plan with ``text`` in it, if it was answered for this turn (same
         provider session, same first-or-not) under ``PLAN_FRESH_S`` ago and holds for any text;
-        None otherwise: the command is then asked with the text, as before (a plan still on its
-        way is not waited for, so a slow adapter host costs no more than it did)."""
+        None otherwise: the command is then asked for with the text (a plan still on its way is
+        not waited for, so a slow adapter host costs no more than that one call)."""
         held, self._plan = self._plan, None
         if held is None:
             return None
