@@ -71,3 +71,6 @@ _.updated
 signum  # signal handlers
 domain  # the ZAP handler (roost/broker/keys.py)
 short_deadline  # a pytest fixture requested for its effect (tests/unit/test_group_commit.py)
+
+# -- keys of TypedDicts: fields of a map another process reads (roost/broker/messages.py) --
+duplicate

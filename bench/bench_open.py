@@ -24,6 +24,7 @@ from pathlib import Path
 
 from roost.actors.state import db
 from roost.actors.state.records import Record
+from roost.broker.messages import Event
 
 
 def build(path: Path, records: int, events: int) -> None:
@@ -43,7 +44,7 @@ def build(path: Path, records: int, events: int) -> None:
         db.insert_record(conn, rec)
     data = {"text": "x" * 240, "turn": "t0"}
     for i in range(events):
-        event = {"kind": "session.output", "record": f"r{i % records:011d}", "data": data}
+        event: Event = {"kind": "session.output", "record": f"r{i % records:011d}", "data": data}
         db.append_event(conn, {**event, "eid": uuid.uuid4().hex})
     conn.execute("COMMIT")
     conn.close()

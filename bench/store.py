@@ -15,6 +15,7 @@ from pathlib import Path
 
 from roost.actors.state import db
 from roost.actors.state.records import DORMANT, Record
+from roost.broker.messages import Event
 
 
 def build(state_dir: Path, cwd: Path, records: int, events: int = 0) -> float:
@@ -43,7 +44,7 @@ def build(state_dir: Path, cwd: Path, records: int, events: int = 0) -> float:
         db.insert_record(conn, rec)
     data = {"text": "x" * 240, "turn": "t0"}
     for i in range(events):
-        event = {
+        event: Event = {
             "kind": "session.output",
             "record": ids[i % len(ids)],
             "generation": 1,

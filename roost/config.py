@@ -3,13 +3,13 @@ names another): provider binaries and their default environment, default spawn o
 restore policy among them), the pause between cold resumes of a restore, notification commands,
 the detach key of ``roost attach``.
 
-A bottom-layer module (it imports nothing of roost but the error type): the CLI reads it for
-``spawn``, ``attach`` and ``config show``; the node for notifications and the restore pause; the
-adapter host for the binary and environment of each launch. Every value knows where it came from
-(``Source``): the built-in default, a line of the file, or an environment variable, which wins
-over the file where one exists today (``ROOST_CLAUDE_BIN``, ``ROOST_CODEX_BIN``,
-``ROOST_KIMI_BIN``). A key the file may not have, or a value of the wrong type, is
-``config-invalid`` naming the key, the file and the line.
+A bottom-layer module (it imports nothing of roost but the error type and the names of
+``roost.providers``): the CLI reads it for ``spawn``, ``attach`` and ``config show``; the node for
+notifications and the restore pause; the adapter host for the binary and environment of each
+launch. Every value knows where it came from (``Source``): the built-in default, a line of the
+file, or an environment variable, which wins over the file where one exists today (a vendor
+provider's ``ROOST_<PROVIDER>_BIN``). A key the file may not have, or a value of the wrong type,
+is ``config-invalid`` naming the key, the file and the line.
 """
 
 from __future__ import annotations
@@ -23,14 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from roost.broker.errors import RoostError
+from roost.providers import MODES, RESTORE_POLICIES, bin_env, names
 
 CONFIG_ENV = "ROOST_CONFIG"
-PROVIDERS = ("echo", "claude", "codex", "kimi")
-VENDORS = ("claude", "codex", "kimi")
-BIN_ENV = {p: f"ROOST_{p.upper()}_BIN" for p in VENDORS}
 NOTIFY_EVENTS = ("attention", "turn-end", "exit")
-MODES = ("pty", "stream")
-RESTORE_POLICIES = ("never", "resume")  # spawn --restore; roost.actors.state.records has them too
 RESTORE_PAUSE_S = 2.0  # node.restore_pause_s: between two cold resumes of a restore
 DETACH_DEFAULT = "ctrl-]"
 NOTIFY_TIMEOUT_S = 10.0
@@ -115,7 +111,7 @@ class Config:
     ) -> tuple[str, Source]:
         """The program a provider runs as: the record's ``ROOST_<P>_BIN``, else the node's,
         else the file's ``providers.<p>.bin``, else the provider's name (looked up on PATH)."""
-        var = BIN_ENV.get(provider)
+        var = bin_env(provider)
         if var and record_env.get(var):
             return record_env[var], Source("env", f"{var} (the record's --env)")
         if var and environ.get(var):
@@ -260,8 +256,8 @@ COMMAND_TABLE: dict[str, Checker] = {
     "shell": ("a non-empty string", _is_str),
     "timeout_s": ("a number of seconds, 0 < s <= 3600", _is_seconds),
 }
+# Every table but ``providers``, whose keys are the providers registered when a file is checked.
 SCHEMA: dict[str, Checker] = {
-    "providers": ("a table", {p: ("a table", PROVIDER_TABLE) for p in PROVIDERS}),
     "spawn": (
         "a table",
         {
@@ -301,6 +297,11 @@ SCHEMA: dict[str, Checker] = {
 }
 
 
+def schema() -> dict[str, Checker]:
+    """``SCHEMA`` and a ``providers.<p>`` table for each provider registered now."""
+    return {"providers": ("a table", {p: ("a table", PROVIDER_TABLE) for p in names()}), **SCHEMA}
+
+
 def _size_ok(value: Any) -> bool:
     match = SIZE_RE.match(value) if isinstance(value, str) else None
     if match is None:
@@ -333,7 +334,7 @@ def _check(data: dict[str, Any], path: Path, lines: dict[str, int]) -> None:
             elif not rule(value):
                 raise fail(dotted, f"must be {what}")
 
-    walk(data, SCHEMA, "")
+    walk(data, schema(), "")
 
 
 def _line(lines: dict[str, int], key: str) -> int:

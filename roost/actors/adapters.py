@@ -34,6 +34,7 @@ from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.config import Config, config_path, load
+from roost.providers import MODES
 
 log = structlog.get_logger("roost.adapters")
 
@@ -74,8 +75,9 @@ class AdapterActor:
     @staticmethod
     def _context(body: dict[str, Any]) -> LaunchContext:
         mode = f.req_str(body, "mode")
-        if mode not in ("pty", "stream"):
-            raise RoostError("bad-request", "field 'mode' must be pty or stream", {"field": "mode"})
+        if mode not in MODES:
+            must = " or ".join(MODES)
+            raise RoostError("bad-request", f"field 'mode' must be {must}", {"field": "mode"})
         return LaunchContext(
             cwd=f.req_str(body, "cwd"),
             mode=mode,
@@ -86,7 +88,13 @@ class AdapterActor:
     def _configured(self, body: dict[str, Any]) -> tuple[LaunchContext, dict[str, str]]:
         """The launch context with the config file's binary and env for this provider, and what
         they add to the agent's environment (which later requests then carry)."""
-        return with_settings(self.adapter.provider, self._context(body), self.config, os.environ)
+        ctx, provider = self._context(body), self.adapter.provider
+        if ctx.mode not in self.adapter.modes:
+            must = " or ".join(self.adapter.modes)
+            raise RoostError(
+                "bad-request", f"{provider} runs sessions in mode {must} only", {"field": "mode"}
+            )
+        return with_settings(provider, ctx, self.config, os.environ)
 
     async def launch(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         ctx, added = self._configured(body)

@@ -8,33 +8,19 @@ as the actor ``adapter/<provider>`` and supervisors ask it over the broker.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from roost.adapters.evidence import Evidence, stable_idle_shell
 from roost.broker.errors import RoostError
+from roost.broker.messages import AttentionReason, ClassificationState, Mode, ResumeOutcome
+from roost.providers import MODES, bin_env
 
 # Screen/process classification states.
-STARTING, READY, BUSY, ATTENTION, SHELL, EXITED = (
-    "starting",
-    "ready",
-    "busy",
-    "attention",
-    "shell",
-    "exited",
-)
-ATTENTION_REASONS = (
-    "login",
-    "trust",
-    "api-key",
-    "permission",
-    "picker",
-    "rate-limit",
-    "offline",
-    "update",
-    "question",
-    "resume-unverified",
-)
+CLASSIFICATIONS: tuple[ClassificationState, ...] = get_args(ClassificationState)
+STARTING, READY, BUSY, ATTENTION, SHELL, EXITED = CLASSIFICATIONS
+ATTENTION_REASONS: tuple[AttentionReason, ...] = get_args(AttentionReason)
 
 KEYS: dict[str, bytes] = {
     "enter": b"\r",
@@ -96,7 +82,7 @@ class Launch:
 
 @dataclass(frozen=True)
 class Classification:
-    state: str
+    state: ClassificationState
     reason: str | None = None
     detail: str = ""
 
@@ -116,19 +102,15 @@ class SessionView:
     ctx: LaunchContext | None = None
 
 
-RESUMED, ATTENTION_REQUIRED, RETRY_FRESH, RESUME_FAILED = (
-    "resumed",
-    "attention_required",
-    "retry_fresh",
-    "resume_failed",
-)
+RESUME_OUTCOMES: tuple[ResumeOutcome, ...] = get_args(ResumeOutcome)
+RESUMED, ATTENTION_REQUIRED, RETRY_FRESH, RESUME_FAILED = RESUME_OUTCOMES
 
 
 @dataclass(frozen=True)
 class ResumeCheck:
     """The verdict on a cold resume; ``outcome`` None means "not decided yet, sample again"."""
 
-    outcome: str | None
+    outcome: ResumeOutcome | None
     reason: str | None = None
     detail: str = ""
 
@@ -136,11 +118,38 @@ class ResumeCheck:
         return {"outcome": self.outcome, "reason": self.reason, "detail": self.detail}
 
 
+# A command run for ``roost doctor`` with a deadline: (exit code, None when it did not end in
+# time or could not start; its output)
+Runner = Callable[[list[str], dict[str, str]], tuple[int | None, str]]
+
+
+@dataclass(frozen=True)
+class VendorCli:
+    """A vendor's CLI as roost installs, knows and checks it: said with ``provider-missing`` at a
+    spawn or resume, and by ``roost doctor``."""
+
+    install: str  # how to install it (``provider-missing``)
+    line: str  # the release line the adapter follows: "2.1" is any 2.1.x
+    tested: str  # the version the adapter was tested with
+    pinned: str  # how to install that version (``roost doctor``'s fixes)
+    home_env: str  # the variable that names the CLI's home (its config, login and sessions)
+    home_dir: str  # that home without the variable, under the user's home
+    login: str  # what to do when it is not logged in
+
+
 class Adapter(ABC):
     """One provider's knowledge. Pure: reads screens, lines, evidence and the provider's own files
-    (under the launch environment's home), never sockets or processes."""
+    (under the launch environment's home), never sockets or processes; for ``roost doctor`` it
+    reads what its CLI answers to a command that the doctor runs (``login_state``).
+
+    Its class is all roost knows of the provider besides the name and the line of
+    ``roost.providers`` that registers it."""
 
     provider: str = ""
+    # The CLI a vendor provider runs (None: an agent roost brings, nothing to install or check).
+    cli: VendorCli | None = None
+    # The modes it runs sessions in; a stream-mode provider implements ``turn`` and ``parse``.
+    modes: tuple[Mode, ...] = MODES
     submit: bytes = b"\r"
     # A pause between typed text and its submit key, for TUIs that read a fast burst ending in
     # Enter as a paste (the Enter then becomes a newline in the composer).
@@ -150,10 +159,34 @@ class Adapter(ABC):
     # "Reconnecting..." forever, so only a wall-clock deadline ends it).
     turn_silence_s: float | None = None
     turn_deadline_s: float | None = None
+
     # The CLI's program is looked up at spawn and resume (``binary``): the variable that names
     # another binary, and how to install it, go into the ``provider-missing`` error.
-    bin_env: str | None = None
-    install: str = ""
+    @property
+    def bin_env(self) -> str | None:
+        """``ROOST_<PROVIDER>_BIN`` of a vendor provider, None for a built-in one."""
+        return bin_env(self.provider)
+
+    @property
+    def install(self) -> str:
+        return self.cli.install if self.cli is not None else ""
+
+    def named_program(self, env: Mapping[str, str]) -> str | None:
+        """The program ``env``'s ``ROOST_<PROVIDER>_BIN`` names (None: it names none). A vendor
+        CLI is otherwise the program of the provider's name, found on PATH."""
+        var = self.bin_env
+        return env.get(var) if var else None
+
+    def login_state(self, path: str, env: dict[str, str], run: Runner) -> tuple[str, str]:
+        """For ``roost doctor``: is the CLI at ``path`` logged in, in ``env`` (``run`` runs a
+        command with a deadline)? ``logged-in``, ``logged-out`` or ``unknown``, and how that was
+        told (a method, never what the CLI printed of the account)."""
+        return "unknown", "no login check"
+
+    def version_problem(self, out: str, version: str, path: str) -> tuple[str, str] | None:
+        """For ``roost doctor``: what is wrong, and its fix, when the program that answered
+        ``--version`` with ``out`` is not this provider's CLI, or one that must not be run."""
+        return None
 
     @abstractmethod
     def fresh(self, ctx: LaunchContext) -> Launch:

@@ -18,6 +18,7 @@ What needs a human is reported, never answered.
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from pathlib import PurePath
@@ -35,11 +36,12 @@ from roost.adapters.base import (
     Classification,
     Launch,
     LaunchContext,
+    Runner,
+    VendorCli,
 )
 from roost.adapters.evidence import SHELLS, Evidence, ProcessInfo
 from roost.broker.errors import RoostError
 
-BIN_ENV = "ROOST_CLAUDE_BIN"
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 HINT = re.compile(r"^claude --resume ([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12})$")
 NO_CONVERSATION = re.compile(r"No conversation found with session ID")
@@ -113,12 +115,18 @@ def is_session_id(value: str) -> bool:
 
 class ClaudeAdapter(Adapter):
     provider = "claude"
-    bin_env = BIN_ENV
-    install = "npm install -g @anthropic-ai/claude-code"
+    cli = VendorCli(
+        install="npm install -g @anthropic-ai/claude-code",
+        line="2.1",
+        tested="2.1.332",
+        pinned="npm install -g @anthropic-ai/claude-code@2.1.332",
+        home_env="CLAUDE_CONFIG_DIR",
+        home_dir=".claude",
+        login="run `claude` and /login (or `claude setup-token`), with the same CLAUDE_CONFIG_DIR",
+    )
 
-    @staticmethod
-    def _bin(ctx: LaunchContext) -> str:
-        return ctx.env.get(BIN_ENV) or "claude"
+    def _bin(self, ctx: LaunchContext) -> str:
+        return self.named_program(ctx.env) or self.provider
 
     def fresh(self, ctx: LaunchContext) -> Launch:
         # a stream-mode record runs no process between turns: the supervisor only uses ``turn``
@@ -170,6 +178,17 @@ class ClaudeAdapter(Adapter):
         """The id in the exit hint "Resume this session with: claude --resume <uuid>"."""
         found = [m.group(1) for m in map(HINT.match, _lines(screen)) if m]
         return found[-1].lower() if found else None
+
+    def login_state(self, path: str, env: dict[str, str], run: Runner) -> tuple[str, str]:
+        """``claude auth status`` prints JSON: ``loggedIn`` and the ``authMethod``."""
+        how = "claude auth status"
+        _, out = run([path, "auth", "status"], env)
+        try:
+            doc = json.loads(out[out.index("{") :])
+        except ValueError:
+            return "unknown", how
+        method = doc.get("authMethod") if isinstance(doc.get("authMethod"), str) else "?"
+        return ("logged-in", f"{how}: {method}") if doc.get("loggedIn") else ("logged-out", how)
 
 
 def _check_id(value: str, name: str) -> None:

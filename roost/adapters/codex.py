@@ -32,7 +32,9 @@ from roost.adapters.base import (
     Launch,
     LaunchContext,
     ResumeCheck,
+    Runner,
     SessionView,
+    VendorCli,
     last_line,
 )
 from roost.adapters.codex_rollout import UUID, find_rollout, first_thread, turn_open
@@ -41,6 +43,7 @@ from roost.broker.errors import RoostError
 
 Event = dict[str, Any]
 
+HOME_ENV, HOME_DIR = "CODEX_HOME", ".codex"  # its home: config, login and the rollouts
 RESUME_HINT = re.compile(rf"codex resume ({UUID})")
 
 # Screens that wait for a human; they replace the composer.
@@ -120,8 +123,15 @@ def _seconds(environ: Mapping[str, str], name: str, default: float) -> float | N
 
 class CodexAdapter(Adapter):
     provider = "codex"
-    bin_env = "ROOST_CODEX_BIN"
-    install = "npm install -g @openai/codex"
+    cli = VendorCli(
+        install="npm install -g @openai/codex",
+        line="0.171",
+        tested="0.171.0",
+        pinned="npm install -g @openai/codex@0.171.0",
+        home_env=HOME_ENV,
+        home_dir=HOME_DIR,
+        login="run `codex login` with the same CODEX_HOME (codex exec also takes CODEX_API_KEY)",
+    )
     # The TUI reads text and an Enter arriving together as a paste, so the Enter only adds a line
     # to the composer (seen with codex 0.171.0 in a PTY): submit apart, after a pause.
     submit_delay_s = 0.3
@@ -139,7 +149,7 @@ class CodexAdapter(Adapter):
         return ctx.env.get(name) or self.environ.get(name) or None
 
     def _bin(self, ctx: LaunchContext) -> str:
-        return self._setting(ctx, "ROOST_CODEX_BIN") or "codex"
+        return self.named_program(ctx.env) or self.named_program(self.environ) or self.provider
 
     # -- launches ------------------------------------------------------------------------------
 
@@ -261,11 +271,22 @@ class CodexAdapter(Adapter):
         return first_thread(sessions, since, ctx.cwd, pty=ctx.mode == "pty")
 
     def codex_home(self, ctx: LaunchContext) -> Path:
-        home = self._setting(ctx, "CODEX_HOME")
+        home = self._setting(ctx, HOME_ENV)
         if home:
             return Path(home)
         user_home = self._setting(ctx, "HOME")
-        return (Path(user_home) if user_home else Path.home()) / ".codex"
+        return (Path(user_home) if user_home else Path.home()) / HOME_DIR
+
+    def login_state(self, path: str, env: dict[str, str], run: Runner) -> tuple[str, str]:
+        """``codex login status`` says in words (and which method) whether it is logged in."""
+        how = "codex login status"
+        code, out = run([path, "login", "status"], env)
+        if code == 0 and "logged in" in out.lower():
+            method = "api key" if "api key" in out.lower() else "chatgpt"
+            return "logged-in", f"{how}: {method}"
+        if "not logged in" in out.lower():
+            return "logged-out", how
+        return "unknown", how
 
 
 # -- screen helpers ----------------------------------------------------------------------------

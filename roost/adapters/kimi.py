@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import tomllib
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -39,12 +40,15 @@ from roost.adapters.base import (
     Launch,
     LaunchContext,
     ResumeCheck,
+    Runner,
+    VendorCli,
 )
 from roost.adapters.evidence import SHELLS, Evidence
 from roost.broker.errors import RoostError
 
 Event = dict[str, Any]
 
+HOME_ENV, HOME_DIR = "KIMI_CODE_HOME", ".kimi-code"  # its home: config, credentials, sessions
 SESSION_ID = r"session_[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"
 # The exit hint, and the "Session:" row of the welcome box (filled in on a resumed session).
 SCREEN_ID = re.compile(
@@ -84,15 +88,22 @@ ERRORS = (
 
 class KimiAdapter(Adapter):
     provider = "kimi"
-    bin_env = "ROOST_KIMI_BIN"
-    install = "npm install -g @moonshot-ai/kimi-code (needs Node.js 22.19 or later)"
+    cli: VendorCli = VendorCli(
+        install="npm install -g @moonshot-ai/kimi-code (needs Node.js 22.19 or later)",
+        line="2.1",
+        tested="2.1.0",
+        pinned="npm install -g @moonshot-ai/kimi-code@2.1.0 (needs Node >= 22.19)",
+        home_env=HOME_ENV,
+        home_dir=HOME_DIR,
+        login="run `kimi` and /login (or set default_model in $KIMI_CODE_HOME/config.toml)",
+    )
     # Like codex: text and Enter arriving in one read are a paste, and the Enter only adds an
     # empty line to the composer (kimi 2.1.0 in a PTY). Submit apart.
     submit_delay_s = 0.3
 
-    @staticmethod
-    def _bin(ctx: LaunchContext) -> str:
-        return ctx.env.get("ROOST_KIMI_BIN", "kimi")
+    def _bin(self, ctx: LaunchContext) -> str:
+        named = self.named_program(ctx.env)
+        return self.provider if named is None else named
 
     def fresh(self, ctx: LaunchContext) -> Launch:
         return Launch(argv=[self._bin(ctx)])
@@ -165,6 +176,34 @@ class KimiAdapter(Adapter):
         if shown is not None and shown != provider_session:
             return ResumeCheck(RESUME_FAILED, "identity", f"kimi shows {shown}")
         return super().verify_resume(screen, provider_session, samples, ctx)
+
+    # -- roost doctor ----------------------------------------------------------------------------
+
+    def login_state(self, path: str, env: dict[str, str], run: Runner) -> tuple[str, str]:
+        """kimi has no status command: credentials saved by /login, or a configured model."""
+        home = Path(env.get(HOME_ENV) or Path.home() / HOME_DIR)
+        credentials = home / "credentials"
+        with contextlib.suppress(OSError):
+            if credentials.is_dir() and any(credentials.iterdir()):
+                return "logged-in", "credentials in $KIMI_CODE_HOME/credentials"
+        try:
+            doc = tomllib.loads((home / "config.toml").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            doc = {}
+        if doc.get("default_model"):
+            return "logged-in", "default_model in $KIMI_CODE_HOME/config.toml"
+        return "logged-out", "no credentials or default_model in $KIMI_CODE_HOME"
+
+    def version_problem(self, out: str, version: str, path: str) -> tuple[str, str] | None:
+        """The legacy Python ``kimi-cli``, which runs an install script when started bare."""
+        if not (out.lstrip().startswith("kimi, version") or "kimi-cli" in out):
+            return None
+        return (
+            f"kimi: {path} is the legacy Python kimi-cli {version}, which runs an install "
+            "script when started bare",
+            f"install the Kimi Code CLI ({self.cli.pinned}) and name it with "
+            "providers.kimi.bin or ROOST_KIMI_BIN",
+        )
 
 
 # -- parsing -------------------------------------------------------------------------------------
@@ -342,9 +381,9 @@ def work_dir_key(cwd: str) -> str:
 
 
 def kimi_home(env: dict[str, str]) -> Path:
-    if env.get("KIMI_CODE_HOME"):
-        return Path(env["KIMI_CODE_HOME"])
-    return Path(env.get("HOME") or os.path.expanduser("~")) / ".kimi-code"
+    if env.get(HOME_ENV):
+        return Path(env[HOME_ENV])
+    return Path(env.get("HOME") or os.path.expanduser("~")) / HOME_DIR
 
 
 def file_session(ctx: LaunchContext, since: float, prompts: list[str]) -> str | None:

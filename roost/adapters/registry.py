@@ -1,26 +1,36 @@
-"""The providers roost knows, by name: the built-in echo agent and the vendor CLIs."""
+"""The adapter of each provider ``roost.providers`` registers, imported when it is wanted."""
 
 from __future__ import annotations
 
 import importlib
 
 from roost.adapters.base import Adapter
-from roost.adapters.echo import EchoAdapter
+from roost.providers import adapter_path, names
 
-# provider -> module and class of its adapter (one module per provider)
-VENDORS = {"claude": "ClaudeAdapter", "codex": "CodexAdapter", "kimi": "KimiAdapter"}
-PROVIDERS = ("echo", *VENDORS)
+
+def adapter_class(provider: str) -> type[Adapter]:
+    """``provider``'s adapter class (KeyError: not a provider; ModuleNotFoundError: its module
+    is not there)."""
+    module, _, name = adapter_path(provider).partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    if not (isinstance(cls, type) and issubclass(cls, Adapter) and cls.provider == provider):
+        raise TypeError(f"{module}:{name} is not the adapter of {provider!r}")
+    return cls
+
+
+def adapter(provider: str) -> Adapter:
+    return adapter_class(provider)()
 
 
 def adapters() -> dict[str, Adapter]:
-    found: dict[str, Adapter] = {"echo": EchoAdapter()}
-    for provider, cls in VENDORS.items():
-        name = f"roost.adapters.{provider}"
+    """An adapter of every provider whose module is there, by name."""
+    found: dict[str, Adapter] = {}
+    for provider in names():
+        module = adapter_path(provider).partition(":")[0]
         try:
-            module = importlib.import_module(name)
+            found[provider] = adapter(provider)
         except ModuleNotFoundError as err:
-            if err.name != name:
+            if err.name != module:
                 raise
             continue  # not built yet: that provider is simply not offered
-        found[provider] = getattr(module, cls)()
     return found

@@ -16,7 +16,8 @@ from typing import Any
 
 from roost.adapters.base import LaunchContext
 from roost.adapters.binary import find_program
-from roost.config import BIN_ENV, Config
+from roost.config import Config
+from roost.providers import bin_env
 
 
 def with_settings(
@@ -27,7 +28,7 @@ def with_settings(
     environment then carries them, so later requests for the session (stream turns, identity,
     classification) see the same."""
     added = {k: v for k, v in cfg.provider_env(provider).items() if k not in ctx.env}
-    var = BIN_ENV.get(provider)
+    var = bin_env(provider)
     if var and not ctx.env.get(var):
         program, source = cfg.provider_bin(provider, environ, ctx.env)
         if source.kind != "default":

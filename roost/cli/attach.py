@@ -41,6 +41,7 @@ import zmq
 
 from roost.broker.client import Client, EventStream
 from roost.broker.errors import RoostError
+from roost.broker.messages import RecordState
 from roost.cli.context import Ctx, command
 from roost.cli.liveness import RETRY_FOR_S, Liveness
 from roost.cli.output import emit_json
@@ -48,7 +49,7 @@ from roost.config import load
 
 DETACH = b"\x1d"  # Ctrl-]
 INTERRUPT = b"\x03"  # Ctrl-C, in raw mode a byte like any other; detaches a read-only view
-ENDED = ("dormant", "failed")
+ENDED: tuple[RecordState, ...] = ("dormant", "failed")
 POLL_MS = 250
 # The alternate screen on attach; on detach, the modes a TUI may have left on reset, then the
 # user's own screen back (1049 also restores the cursor).

@@ -15,8 +15,10 @@ from typing import Any
 
 from rich.text import Text
 
+from roost.broker.messages import RecordState
+
 Key = tuple[str, str]
-ACTIVE = ("starting", "live", "attention", "stopping")
+ACTIVE: tuple[RecordState, ...] = ("starting", "live", "attention", "stopping")
 ACTIVITY = {  # the screen's classification (record.activity), as an operator reads it
     "busy": "working",
     "ready": "ready",

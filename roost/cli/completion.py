@@ -22,7 +22,7 @@ from roost.broker.locate import default_state_dir
 from roost.broker.protocol import KEY_NAMES
 from roost.cli.context import Ctx, reader
 from roost.cli.output import emit_json
-from roost.config import PROVIDERS
+from roost.providers import names
 
 ASK_S = 1.0  # how long completion waits for the node
 SHELLS = ("bash", "zsh", "fish")
@@ -53,7 +53,7 @@ def records(ctx: click.Context, param: click.Parameter, incomplete: str) -> list
 
 
 def providers(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
-    return [CompletionItem(p) for p in PROVIDERS if p.startswith(incomplete)]
+    return [CompletionItem(p) for p in names() if p.startswith(incomplete)]
 
 
 def keys(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:

@@ -16,7 +16,8 @@ from click.core import ParameterSource
 
 from roost.cli.context import Ctx, reader
 from roost.cli.output import console, emit_json
-from roost.config import DEFAULT, VENDORS, Config, Source, load
+from roost.config import DEFAULT, Config, Source, load
+from roost.providers import names, vendors
 
 Row = dict[str, Any]
 
@@ -44,10 +45,10 @@ def _table(cfg: Config, prefix: str, values: dict[str, str]) -> list[Row]:
 def rows(ctx: Ctx, cfg: Config) -> list[Row]:
     """Every value in force, in the file's order of sections."""
     out = [_row("config_file", str(cfg.path), cfg.path_source), _state_dir(ctx)]
-    for provider in VENDORS:
+    for provider in vendors():
         program, source = cfg.provider_bin(provider, os.environ)
         out.append(_row(f"providers.{provider}.bin", program, source))
-    for provider in ("echo", *VENDORS):
+    for provider in names():
         out += _table(cfg, f"providers.{provider}.env", cfg.provider_env(provider))
     mode, mode_from = cfg.spawn_mode()
     size, size_from = cfg.spawn_size()

@@ -25,7 +25,8 @@ from roost.broker.errors import RoostError
 from roost.broker.interpreter import python_module
 from roost.cli.context import Ctx, reader
 from roost.cli.output import emit_json
-from roost.config import VENDORS, load
+from roost.config import load
+from roost.providers import vendors
 
 Finding = dict[str, str]
 PROBE_TIMEOUT_S = 60.0
@@ -132,10 +133,10 @@ def probe_here() -> list[dict[str, Any]]:
         subprocess.Popen(
             [*argv, p], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
-        for p in VENDORS
+        for p in vendors()
     ]
     reports = []
-    for provider, proc in zip(VENDORS, procs, strict=True):
+    for provider, proc in zip(vendors(), procs, strict=True):
         try:
             out, _ = proc.communicate(timeout=PROBE_TIMEOUT_S)
             reports.append(json.loads(out)["providers"][0])

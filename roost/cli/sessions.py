@@ -17,6 +17,7 @@ from roost.cli.progress import waiting
 from roost.cli.readiness import READY_TIMEOUT_S, wait_ready
 from roost.cli.restore import follow, print_outcomes, print_plan
 from roost.cli.table import terminal_width
+from roost.providers import MODES, RESTORE_POLICIES, names
 
 SIZE_RE = re.compile(r"^(\d+)x(\d+)$")
 
@@ -93,13 +94,20 @@ READY_TIMEOUT = click.option(
 )
 
 
-@click.command()
+SPAWN_HELP = f"""Start a live session of PROVIDER ({", ".join(names())}). The config file's [spawn]
+    mode, size, env and restore are the defaults of --mode, --size, --env and --restore.
+
+    It answers once the agent runs, before its screen is read (`starting`); --wait-ready waits
+    until it is ready for input, and fails (exit 1) if it needs a human or ends first."""
+
+
+@click.command(help=SPAWN_HELP)
 @click.argument("provider")
 @click.option("--name", help="a display name, unique on this node")
 @click.option("--cwd", "cwd_", help="a registered workspace (id, name or path) or a directory")
 @click.option("--env", "env", multiple=True, help="KEY=VALUE passed to the agent (repeatable)")
 @click.option("--size", help="terminal size ROWSxCOLS (default 40x120, or spawn.size)")
-@click.option("--mode", type=click.Choice(["pty", "stream"]), help="default pty, or spawn.mode")
+@click.option("--mode", type=click.Choice(MODES), help="default pty, or spawn.mode")
 @WAIT_READY
 @READY_TIMEOUT
 @click.option(
@@ -113,7 +121,7 @@ READY_TIMEOUT = click.option(
 )
 @click.option(
     "--restore",
-    type=click.Choice(["never", "resume"]),
+    type=click.Choice(RESTORE_POLICIES),
     help="after a reboot, node up cold-resumes it (resume) or leaves it dormant (never); "
     "default never, or spawn.restore",
 )
@@ -131,11 +139,6 @@ def spawn(
     worktree: str | None,
     restore: str | None,
 ) -> None:
-    """Start a live session of PROVIDER (echo, claude, codex, kimi). The config file's [spawn]
-    mode, size, env and restore are the defaults of --mode, --size, --env and --restore.
-
-    It answers once the agent runs, before its screen is read (`starting`); --wait-ready waits
-    until it is ready for input, and fails (exit 1) if it needs a human or ends first."""
     cwd = cwd_ or os.getcwd()
     if cwd_ and os.path.isdir(cwd_):
         cwd = os.path.abspath(cwd_)

@@ -14,6 +14,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from roost.providers import MODES, built_in, names
+
 CSS = """
 ModalScreen { align: center middle; }
 ModalScreen > Vertical {
@@ -76,10 +78,10 @@ class Confirm(ModalScreen[bool]):
 def spawn_form(cwd: str, node: str | None) -> Form:
     """Provider, name, cwd and mode; through a hub also the node to spawn on."""
     fields = [
-        ("provider", "provider (echo, claude, codex, kimi)", "echo"),
+        ("provider", f"provider ({', '.join(names())})", built_in()[0]),
         ("name", "name (optional, unique on the node)", ""),
         ("cwd", "cwd (a registered workspace or a directory on the node)", cwd),
-        ("mode", "mode (pty or stream)", "pty"),
+        ("mode", f"mode ({' or '.join(MODES)})", "pty"),
     ]
     if node is not None:
         fields.append(("node", "node", node))

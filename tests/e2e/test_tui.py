@@ -67,7 +67,7 @@ def dashboard(node: Node, asked: list[str] | None = None, **kw: Any) -> Dashboar
             asked.append(method)
             return call(method, body, **kw)
 
-        client.call = counted  # type: ignore[method-assign]
+        pytest.MonkeyPatch().setattr(client, "call", counted)  # this client's, for its life
     return Dashboard(ctx, client, **kw)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from roost.actors.supervisor.outbox import pending
+from roost.broker.messages import OutboxEntry
 from tests.e2e.conftest import Node, log_has, sigkill, stopped, wait_for
 
 ANSWER = "echo: /tool echo kept"
@@ -52,7 +53,7 @@ def _result_delivered(directory: Path) -> bool:
     return b'"type": "result"' in transcript and pending(directory) == []
 
 
-def _spooled_end(directory: Path, turn: str) -> list[dict[str, Any]] | None:
+def _spooled_end(directory: Path, turn: str) -> list[OutboxEntry] | None:
     """The undelivered spool entries once the turn's end is among them."""
     entries = pending(directory)
     ends = [e for e in entries if e.get("t") == "turn-end" and e.get("turn") == turn]

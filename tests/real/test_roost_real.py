@@ -12,6 +12,7 @@ claude without credentials and kimi without a model, attention at once with noth
 from __future__ import annotations
 
 import contextlib
+import functools
 import subprocess
 import sys
 import time
@@ -213,6 +214,11 @@ def test_kimi_without_a_model_is_login(
 # -- a lost conversation, kimi's submit, codex streaming -----------------------------------------
 
 
+def _answered(node: Node, n: int) -> bool:
+    """The mock's answer is on the kimi session's screen ``n`` times."""
+    return node.screen("k").count("Hello from the mock.") >= n
+
+
 @contextlib.contextmanager
 def cpu_load(burners: int = 3) -> Iterator[None]:
     """Busy loops on every core (and one more) for the block: the load the testers saw."""
@@ -245,7 +251,7 @@ def test_kimi_prompts_submit_under_load(
         for n in range(1, 4):
             node.run("prompt", "k", f"hello number {n}")
             wait_for(
-                lambda n=n: node.screen("k").count("Hello from the mock.") >= n,  # type: ignore[misc]
+                functools.partial(_answered, node, n),
                 60,
                 f"answer {n}",
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,9 @@ from roost.broker.errors import RoostError
 from roost.broker.policy import Policy
 
 
-def _code(fn: object, *args: object) -> str:
+def _code(fn: Callable[..., object], *args: object) -> str:
     with pytest.raises(RoostError) as refused:
-        fn(*args)  # type: ignore[operator]
+        fn(*args)
     return refused.value.code
 
 

@@ -52,7 +52,7 @@ def test_a_restart_is_redrawn_when_the_first_read_after_it_fails(
     client: Any = None  # never reached: call and draw are stood in for
     view = attach.Attachment(client, {"id": "r1"}, as_json=True, keyboard=False, writable=False)
     alive = Alive()
-    view.alive = alive  # type: ignore[assignment]
+    monkeypatch.setattr(view, "alive", alive)
     answers: list[Any] = [
         RoostError("unreachable", "the link is not back"),
         {"record": {"state": "live"}},
@@ -68,10 +68,11 @@ def test_a_restart_is_redrawn_when_the_first_read_after_it_fails(
     monkeypatch.setattr(view, "call", call)
     monkeypatch.setattr(view, "draw", lambda **kw: drawn.append(True))
     streams: list[Any] = [Stream()]
-    assert attach._recheck(view, streams, Poller()) == ""  # type: ignore[arg-type]
+    poller: Any = Poller()  # what _recheck does with a zmq.Poller
+    assert attach._recheck(view, streams, poller) == ""
     assert alive.lost_with == ["unreachable"] and drawn == []
-    assert attach._recheck(view, streams, Poller()) == ""  # type: ignore[arg-type]
+    assert attach._recheck(view, streams, poller) == ""
     assert drawn == [True] and alive.found_times == 1  # the restart, drawn once it could be
     answers.append({"record": {"state": "live"}})
-    attach._recheck(view, streams, Poller())  # type: ignore[arg-type]
+    attach._recheck(view, streams, poller)
     assert drawn == [True]  # nothing changed since: no redraw

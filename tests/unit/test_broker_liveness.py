@@ -17,6 +17,7 @@ from roost.broker import liveness
 from roost.broker import protocol as p
 from roost.broker.registry import PeerEntry, Registry
 from roost.broker.router import Broker, BrokerConfig
+from tests import kit
 
 
 @pytest.fixture
@@ -24,13 +25,6 @@ def ctx() -> Iterator[zmq.asyncio.Context]:
     context = zmq.asyncio.Context()
     yield context
     context.destroy(linger=0)
-
-
-async def until(cond: Any, what: str, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 def test_an_actor_whose_connection_closes_is_dropped_and_its_owner_told(
@@ -56,8 +50,12 @@ def test_an_actor_whose_connection_closes_is_dropped_and_its_owner_told(
             assert entry is not None and entry.fd is not None and entry.fd >= 0
             actor.close()
             tasks[2].cancel()  # its socket closes, as a process's does when it dies
-            await until(lambda: broker.registry.lookup("session/r1") is None, "the drop")
-            await until(lambda: [b["event"] for b in told][-1:] == ["peer.down"], "peer.down")
+            await kit.until(
+                lambda: broker.registry.lookup("session/r1") is None, "the drop", step=0.02
+            )
+            await kit.until(
+                lambda: [b["event"] for b in told][-1:] == ["peer.down"], "peer.down", step=0.02
+            )
             assert broker.registry.ghost(entry.routing_id) == "session/r1"
             assert broker.registry.lookup("node") is not None  # the local link stays
         finally:
@@ -82,7 +80,8 @@ def test_the_suspects_of_a_closed_connection_are_those_on_its_descriptor() -> No
 
 
 def test_a_descriptor_is_read_from_a_frame_or_not_at_all() -> None:
-    assert liveness.source_fd(b"bytes, from a local link") is None  # type: ignore[arg-type]
+    local: Any = b"bytes, from a local link"  # not a zmq.Frame: no descriptor to read
+    assert liveness.source_fd(local) is None
     assert liveness.heartbeats(network=True)[zmq.HEARTBEAT_TIMEOUT] == 3000
     assert liveness.heartbeats(network=False)[zmq.HEARTBEAT_TIMEOUT] == 30_000
 
@@ -112,7 +111,7 @@ def test_a_tap_sees_the_topics_its_sender_publishes_with_its_suffix_only(
             state.publish("e/r1/boom", {})
             state.publish("e/r1/session.output", {"kind": "session.output"})
             state.publish("e/r1/session.turn", {"kind": "session.turn"})
-            await until(lambda: broker.stats["published"] == 4, "the four publishes")
+            await kit.until(lambda: broker.stats["published"] == 4, "the four publishes", step=0.02)
             assert broker.stats["tapped"] == 1  # the failing tap is not counted
         finally:
             for task in tasks:

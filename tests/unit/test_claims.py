@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from roost.actors.node.claims import NODE, Claims
@@ -26,9 +28,9 @@ def claims(clock: Clock) -> Claims:
     return Claims(clock)
 
 
-def code(fn: object, *args: object, **kw: object) -> str:
+def code(fn: Callable[..., object], *args: object, **kw: object) -> str:
     with pytest.raises(RoostError) as info:
-        fn(*args, **kw)  # type: ignore[operator]
+        fn(*args, **kw)
     return info.value.code
 
 

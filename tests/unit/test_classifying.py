@@ -12,6 +12,7 @@ from roost.actors.supervisor import classifying
 from roost.actors.supervisor.classifying import ScreenClassifier
 from roost.actors.supervisor.host import Session
 from roost.broker.errors import RoostError
+from tests import kit
 
 
 class Screen:
@@ -22,18 +23,21 @@ class Screen:
         return self.shown
 
 
-class Peer:
+class Peer(kit.FakePeer):
     """``adapter.classify`` answers with the screen it was given, after ``gate`` opens; the
-    first ``fail`` calls raise ``unavailable`` instead."""
+    first ``fail`` calls raise ``unavailable`` instead. ``screens``: each call's screen."""
 
     def __init__(self, fail: int = 0) -> None:
+        super().__init__()
         self.fail = fail
-        self.calls: list[str] = []
+        self.screens: list[str] = []
         self.gate = asyncio.Event()
         self.gate.set()
 
-    async def call(self, target: str, method: str, body: dict[str, Any], **_: Any) -> Any:
-        self.calls.append(body["screen"])
+    async def answer(
+        self, target: str, method: str, body: dict[str, Any], kw: dict[str, Any]
+    ) -> Any:
+        self.screens.append(body["screen"])
         await self.gate.wait()
         if self.fail:
             self.fail -= 1
@@ -85,13 +89,13 @@ async def _output_during_a_call_gets_a_round_of_its_own() -> None:
     sup, classifier = make(peer)
     peer.gate.clear()
     classifier.changed()
-    while not peer.calls:
+    while not peer.screens:
         await asyncio.sleep(0.001)
     sup.term.shown = "Do you want to proceed?"  # drawn while the first call is in flight
     classifier.changed()
     peer.gate.set()
     await settle(classifier)
-    assert peer.calls == ["starting", "Do you want to proceed?"]
+    assert peer.screens == ["starting", "Do you want to proceed?"]
     assert sup.verdicts[-1] == "Do you want to proceed?"
 
 
@@ -101,7 +105,7 @@ async def _a_failed_call_is_tried_again_until_there_is_a_verdict() -> None:
     sup.term.shown = "Do you want to proceed?"
     classifier.changed()
     await settle(classifier)
-    assert len(peer.calls) == 6 and sup.verdicts == ["Do you want to proceed?"]
+    assert len(peer.screens) == 6 and sup.verdicts == ["Do you want to proceed?"]
     assert classifier.failures == 0
 
 
@@ -111,7 +115,7 @@ async def _a_burst_of_output_is_one_round() -> None:
     for _ in range(50):
         classifier.changed()
     await settle(classifier)
-    assert peer.calls == ["starting"]
+    assert peer.screens == ["starting"]
 
 
 async def flood(sup: Sup, classifier: ScreenClassifier, seconds: float) -> int:
@@ -138,10 +142,10 @@ async def _a_flood_is_classified_once_a_flowing_spell(monkeypatch: pytest.Monkey
     peer = Peer()
     sup, classifier = make(peer)
     await flood(sup, classifier, 0.3)
-    during = len(peer.calls)
+    during = len(peer.screens)
     await settle(classifier)
     assert 2 <= during <= 0.3 / 0.06 + 1
-    assert sup.samples == len(peer.calls) <= during + 1
+    assert sup.samples == len(peer.screens) <= during + 1
 
 
 async def _a_stream_is_not_read_every_settle_and_its_end_at_once(
@@ -155,7 +159,7 @@ async def _a_stream_is_not_read_every_settle_and_its_end_at_once(
     peer = Peer()
     sup, classifier = make(peer)
     spells = await flood(sup, classifier, 0.4)
-    during = len(peer.calls)
+    during = len(peer.screens)
     await asyncio.wait_for(settle(classifier), 5)  # well before FLOWING_S
     assert 1 <= during <= 3 + spells  # one round every SETTLE_S would have been about 20
     assert sup.verdicts[-1] == sup.term.shown
@@ -173,10 +177,10 @@ async def _output_after_a_quiet_spell_is_classified_as_it_begins(
     sup, classifier = make(peer)
     classifier.changed()
     await settle(classifier)
-    assert peer.calls == ["starting"]
+    assert peer.screens == ["starting"]
     await asyncio.sleep(0.05)  # the screen stays quiet past SETTLE_S: part of the scenario
     spells = await flood(sup, classifier, 0.4)
-    during = peer.calls[1:]
+    during = peer.screens[1:]
     await asyncio.wait_for(settle(classifier), 5)
     assert 1 <= len(during) <= 1 + spells  # not one per SETTLE_S either
     assert during[0].startswith("line ")
@@ -193,15 +197,15 @@ async def _an_unchanged_request_keeps_its_verdict(monkeypatch: pytest.MonkeyPatc
     await settle(classifier)
     classifier.changed()  # e.g. a cursor blink: the same screen
     await settle(classifier)
-    assert peer.calls == ["starting"] and classifier.skipped == 1
+    assert peer.screens == ["starting"] and classifier.skipped == 1
     sup.term.shown = "Do you want to proceed?"
     classifier.changed()
     await settle(classifier)
-    assert peer.calls == ["starting", "Do you want to proceed?"]
+    assert peer.screens == ["starting", "Do you want to proceed?"]
     monkeypatch.setattr(classifying, "REUSE_S", 0.0)
     classifier.changed()
     await settle(classifier)
-    assert peer.calls[-1] == "Do you want to proceed?" and len(peer.calls) == 3
+    assert peer.screens[-1] == "Do you want to proceed?" and len(peer.screens) == 3
 
 
 def test_same_request_leaves_out_the_time_of_the_probe() -> None:
@@ -217,11 +221,12 @@ async def _close_ends_the_rounds() -> None:
     peer = Peer(fail=10**6)
     _, classifier = make(peer)
     classifier.changed()
-    while len(peer.calls) < 3:
+    while len(peer.screens) < 3:
         await asyncio.sleep(0.001)
     classifier.close()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(classifier._task, 5)  # type: ignore[arg-type]
+        assert classifier._task is not None
+        await asyncio.wait_for(classifier._task, 5)
 
 
 def test_output_during_a_call_gets_a_round_of_its_own() -> None:

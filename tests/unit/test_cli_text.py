@@ -16,6 +16,7 @@ from roost.cli.main import cli
 from roost.cli.output import accepted_text, endpoint_text, exit_text, record_lines, records_table
 from roost.cli.progress import Progress
 from roost.suggest import close_matches, did_you_mean
+from tests import kit
 
 SID = "58c38583-bc4a-4105-9b3e-7a6e0d2ae547"
 REPR = re.compile(r"\{'|None|True|False|\[\]")
@@ -159,21 +160,13 @@ def test_did_you_mean() -> None:
     assert did_you_mean(["a", "b"]) == "did you mean 'a' or 'b'?"
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Tty(io.StringIO):
     def isatty(self) -> bool:
         return True
 
 
 def test_progress_says_nothing_for_a_second_then_one_plain_line_off_a_terminal() -> None:
-    clock, out = FakeClock(), io.StringIO()
+    clock, out = kit.FakeClock(), io.StringIO()
     progress = Progress("the session to stop", out, clock=clock)
     clock.now = 0.9
     progress.tick()
@@ -185,7 +178,7 @@ def test_progress_says_nothing_for_a_second_then_one_plain_line_off_a_terminal()
 
 
 def test_progress_on_a_terminal_counts_and_is_erased() -> None:
-    clock, out = FakeClock(), Tty()
+    clock, out = kit.FakeClock(), Tty()
     progress = Progress("the node to start", out, clock=clock)
     for clock.now in (1.2, 1.7, 2.1):
         progress.tick()

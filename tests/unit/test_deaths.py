@@ -16,12 +16,19 @@ from roost.actors.node.deaths import Deaths
 from roost.actors.node.launcher import process_started
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
+from roost.broker.messages import Active
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd here")
 
 
 def live(pid: int, started: float | None, rid: str = "r1") -> Record:
-    active = {"record": rid, "generation": 1, "instance": "i1", "pid": pid, "started": started}
+    active: Active = {
+        "record": rid,
+        "generation": 1,
+        "instance": "i1",
+        "pid": pid,
+        "started": started,
+    }
     return Record(rid, None, "echo", "pty", "/", state=r.LIVE, generation=1, active=active)
 
 

@@ -7,7 +7,7 @@ import asyncio
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -15,19 +15,24 @@ from roost.actors.state import db
 from roost.actors.state.records import ACTIVE_STATES, DORMANT, LIVE, Record
 from roost.actors.supervisor.delivery import FACTS, Deliverer, outcome, read_facts
 from roost.broker.errors import RoostError
+from roost.broker.messages import OutboxEntry, RecordState
+from tests import kit
 
 RESULT = {"result": "echo: hi", "is_error": False, "session_id": "s-1"}
 
 
-class FakePeer:
+class FakePeer(kit.FakePeer):
     """Answers ``adapter.parse`` with the facts queued for it; ``state.turn.end`` fails with
     the codes queued, then records the call."""
 
     def __init__(self, facts: list[dict[str, Any]], failures: list[str]) -> None:
+        super().__init__()
         self.facts, self.failures = facts, failures
         self.ends: list[dict[str, Any]] = []
 
-    async def call(self, target: str, method: str, body: dict[str, Any], **_: Any) -> Any:
+    async def answer(
+        self, target: str, method: str, body: dict[str, Any], kw: dict[str, Any]
+    ) -> Any:
         if method == "adapter.parse":
             return {"events": [], "facts": self.facts.pop(0)}
         if method == "state.turn.end":
@@ -39,12 +44,12 @@ class FakePeer:
         return {"seqs": []}
 
 
-def _entry(t: str, n: int, **kw: Any) -> dict[str, Any]:
-    return {"t": t, "n": n, "turn": "t1", "record": "r1", "generation": 1, **kw}
+def _entry(t: str, n: int, **kw: Any) -> OutboxEntry:
+    return cast(OutboxEntry, {"t": t, "n": n, "turn": "t1", "record": "r1", "generation": 1, **kw})
 
 
 def test_completed_only_with_exit_0_and_a_finished_provider() -> None:
-    end = {"exit": 0, "reason": None}
+    end: OutboxEntry = {"exit": 0, "reason": None}
     assert outcome(end, RESULT)[0] == "completed"
     assert outcome(end, {"completed": True})[0] == "completed"
     assert outcome(end, {})[0] == "failed"
@@ -58,13 +63,13 @@ def test_facts_survive_a_failed_end_and_a_new_deliverer(tmp_path: Path) -> None:
     """The end's first attempt fails (the store restarting): the facts stay, on disk too, so a
     retry and a Deliverer made afresh on the same directory (the node's salvage) have them."""
     peer = FakePeer([{"session_id": "s-1"}, RESULT], ["unavailable"])
-    deliver = Deliverer(peer, "echo", "i1", directory=tmp_path)  # type: ignore[arg-type]
+    deliver = Deliverer(peer, "echo", "i1", directory=tmp_path)
     asyncio.run(deliver(_entry("line", 1, line="{}")))
     asyncio.run(deliver(_entry("line", 2, line="{}")))
     with pytest.raises(RoostError):
         asyncio.run(deliver(_entry("turn-end", 3, exit=0)))
     assert read_facts(tmp_path)["t1"]["result"] == "echo: hi"
-    again = Deliverer(peer, "echo", "i2", directory=tmp_path)  # type: ignore[arg-type]
+    again = Deliverer(peer, "echo", "i2", directory=tmp_path)
     asyncio.run(again(_entry("turn-end", 3, exit=0)))
     assert peer.ends[0]["state"] == "completed" and peer.ends[0]["result"]["result"] == "echo: hi"
     assert not (tmp_path / FACTS).exists()  # recorded: nothing left to keep
@@ -72,7 +77,7 @@ def test_facts_survive_a_failed_end_and_a_new_deliverer(tmp_path: Path) -> None:
 
 def test_a_refused_end_forgets_its_facts(tmp_path: Path) -> None:
     peer = FakePeer([RESULT], ["bad-request"])
-    deliver = Deliverer(peer, "echo", "i1", directory=tmp_path)  # type: ignore[arg-type]
+    deliver = Deliverer(peer, "echo", "i1", directory=tmp_path)
     asyncio.run(deliver(_entry("line", 1, line="{}")))
     with pytest.raises(RoostError):
         asyncio.run(deliver(_entry("turn-end", 2, exit=0)))
@@ -92,7 +97,7 @@ def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
     connection.close()
 
 
-def _record(conn: sqlite3.Connection, record_id: str, state: str) -> None:
+def _record(conn: sqlite3.Connection, record_id: str, state: RecordState) -> None:
     db.insert_record(
         conn,
         Record(

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from roost.adapters.base import Runner
 from roost.adapters.doctor import probe
 from roost.config import Config, load
 
@@ -26,15 +28,15 @@ def none(tmp_path: Path) -> Config:
     return load(tmp_path / "none.toml")
 
 
-def runner(answers: Answers):  # type: ignore[no-untyped-def]
+def runner(answers: Answers) -> Runner:
     def run(argv: list[str], env: dict[str, str]) -> tuple[int | None, str]:
         return answers.get(tuple(argv[1:]), (127, "unknown command"))
 
     return run
 
 
-def levels(report: dict[str, object]) -> list[str]:
-    return [f["level"] for f in report["findings"]]  # type: ignore[attr-defined]
+def levels(report: dict[str, Any]) -> list[str]:
+    return [f["level"] for f in report["findings"]]
 
 
 def test_a_known_logged_in_claude(tmp_path: Path, bindir: Path) -> None:

@@ -8,7 +8,6 @@ import asyncio
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import msgpack
 import pytest
@@ -19,6 +18,7 @@ from roost.actors.state.storage import NEARLY_FULL, Storage
 from roost.actors.supervisor.outbox import Outbox, pending
 from roost.actors.supervisor.terminal import Transcript
 from roost.broker.errors import RoostError
+from roost.broker.messages import OutboxEntry
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 
@@ -52,10 +52,10 @@ def test_a_log_line_the_disk_refuses_waits_and_never_raises(tmp_path: Path) -> N
 
 
 def test_the_spool_refused_keeps_entries_in_memory_and_delivers_them(tmp_path: Path) -> None:
-    delivered: list[dict[str, Any]] = []
+    delivered: list[OutboxEntry] = []
     refusals = [RoostError("storage-full", "the disk is full", {"errno": "ENOSPC"})] * 3
 
-    async def deliver(entry: dict[str, Any]) -> None:
+    async def deliver(entry: OutboxEntry) -> None:
         if refusals:  # the state store's disk is full for the first three tries
             raise refusals.pop()
         delivered.append(entry)
@@ -81,7 +81,7 @@ def test_the_spool_refused_keeps_entries_in_memory_and_delivers_them(tmp_path: P
 
 
 def test_the_spool_catches_up_on_disk_once_there_is_room(tmp_path: Path) -> None:
-    async def never(entry: dict[str, Any]) -> None:
+    async def never(entry: OutboxEntry) -> None:
         raise RoostError("storage-full", "the disk is full", {"errno": "ENOSPC"})
 
     async def scenario() -> None:
@@ -135,10 +135,12 @@ def test_sqlite_failures_map_to_stable_codes() -> None:
     assert integrity.storage_error(_error(sqlite3.SQLITE_ERROR, "SQLITE_ERROR")) is None
 
 
-def test_a_spell_of_refusals_is_logged_once_and_ends_with_room(tmp_path: Path) -> None:
+def test_a_spell_of_refusals_is_logged_once_and_ends_with_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     storage = Storage(tmp_path, clock=lambda: 100.0)
     room = {"free": 0}
-    storage.free = lambda: room["free"]  # type: ignore[method-assign]
+    monkeypatch.setattr(storage, "free", lambda: room["free"])
     full = _error(sqlite3.SQLITE_IOERR, "SQLITE_IOERR_WRITE")  # an I/O error on a full disk
     assert storage.failed(full).code == "storage-full"
     storage.committed()  # a small commit squeezed in: still the same spell

@@ -15,6 +15,7 @@ import pytest
 from roost.actors.state import db, eventlog
 from roost.actors.state.repair import fresh
 from roost.actors.state.salvage import copy_tables
+from roost.broker.messages import Event
 
 V4 = Path(__file__).parent.parent / "fixtures" / "state-v4.db"
 
@@ -81,7 +82,7 @@ def test_a_page_of_events_stops_at_its_size_budget_and_says_more(
 def test_an_encoded_page_decodes_to_the_events_as_stored(conn: sqlite3.Connection) -> None:
     """The page splices stored bytes: it must decode to exactly what decoding each row gives,
     for every shape of row (no record, no generation, a large seq, nested data, unicode)."""
-    shapes: list[dict[str, Any]] = [
+    shapes: list[Event] = [
         {"kind": "node.started"},
         {"kind": "record.state", "record": "r1", "generation": 3, "data": {"state": "live"}},
         {"kind": "session.output", "record": "r2", "generation": 1, "data": {"text": "é" * 40}},

@@ -13,9 +13,10 @@ import pytest
 from roost.actors.node.gates import Gate, Gates, refusal
 from roost.broker.errors import RoostError
 from roost.broker.limits import INPUT_PENDING_MAX
+from roost.broker.messages import Active
 
 BODY = {"record": "r1", "generation": 3, "instance": "i3"}
-ACTIVE = {"generation": 3, "instance": "i3"}
+ACTIVE: Active = {"generation": 3, "instance": "i3"}
 
 
 # -- what a supervisor says -----------------------------------------------------------------------

@@ -7,32 +7,35 @@ id until the store answers (``begin_turn``)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from roost.actors.node import commit
 from roost.actors.node.commit import GroupCommit, begin_body, begin_turn, until_answered
-from roost.actors.runtime.peer import Peer
 from roost.broker.errors import RoostError
+from tests import kit
 
 
-class FakeStore:
+class FakeStore(kit.FakePeer):
     """Answers each request when the test releases it; ``fail`` codes fail the next requests."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.release = asyncio.Event()
         self.fail: list[str] = []
         self.refuse: dict[str, str] = {}  # an item's text -> the code it is refused with
 
-    async def call(self, target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
+    async def answer(
+        self, target: str, method: str, body: dict[str, Any], kw: dict[str, Any]
+    ) -> Any:
         self.requests.append((method, body))
         await self.release.wait()
         if self.fail:
             raise RoostError(self.fail.pop(0), "no answer")
         if method == "state.events.append":
-            return self.answer(body)
+            return self.appended(body)
         assert method == "state.events.append_each"
         results = []
         for item in body["items"]:
@@ -40,10 +43,10 @@ class FakeStore:
             if text in self.refuse:
                 results.append({"error": {"code": self.refuse[text], "message": "", "detail": {}}})
             else:
-                results.append({"ok": self.answer(item)})
+                results.append({"ok": self.appended(item)})
         return {"results": results}
 
-    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+    def appended(self, body: dict[str, Any]) -> dict[str, Any]:
         return {"seqs": [int(body["events"][0]["data"]["text"].removeprefix("t"))]}
 
 
@@ -60,7 +63,7 @@ async def started() -> None:
 def test_commits_while_one_is_on_its_way_go_next_together() -> None:
     async def scenario() -> tuple[list[Any], FakeStore, int]:
         store = FakeStore()
-        group = GroupCommit(cast(Peer, store))
+        group = GroupCommit(store)
         first = asyncio.ensure_future(group.commit(body(1)))
         await started()
         assert [m for m, _ in store.requests] == ["state.events.append"]  # at once, alone
@@ -82,7 +85,7 @@ def test_a_refused_input_fails_alone() -> None:
     async def scenario() -> list[Any]:
         store = FakeStore()
         store.refuse = {"t3": "storage-full"}
-        group = GroupCommit(cast(Peer, store))
+        group = GroupCommit(store)
         first = asyncio.ensure_future(group.commit(body(1)))
         await started()
         rest = [asyncio.ensure_future(group.commit(body(n))) for n in (2, 3)]
@@ -103,7 +106,7 @@ def test_a_group_nobody_answered_is_repeated_each_input_with_its_event_id(
 
     async def scenario() -> tuple[list[Any], FakeStore]:
         store = FakeStore()
-        group = GroupCommit(cast(Peer, store))
+        group = GroupCommit(store)
         first = asyncio.ensure_future(group.commit(body(1)))
         await started()
         rest = [asyncio.ensure_future(group.commit(body(n))) for n in (2, 3)]
@@ -125,7 +128,7 @@ def test_a_refusal_of_the_whole_request_at_once_is_not_repeated() -> None:
         store = FakeStore()
         store.fail = ["unreachable"]  # the store is away: answered at once, nothing committed
         store.release.set()
-        group = GroupCommit(cast(Peer, store))
+        group = GroupCommit(store)
         return await asyncio.gather(group.commit(body(1)), return_exceptions=True)
 
     [err] = asyncio.run(scenario())
@@ -187,14 +190,17 @@ def test_a_commit_is_repeated_only_once_it_may_have_been_committed(
 # -- begin_turn -----------------------------------------------------------------------------------
 
 
-class StalledStore:
+class StalledStore(kit.FakePeer):
     """``state.turn.begin`` fails with ``codes`` first, then answers."""
 
     def __init__(self, *codes: str) -> None:
+        super().__init__()
         self.codes = list(codes)
         self.begins: list[dict[str, Any]] = []
 
-    async def call(self, target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
+    async def answer(
+        self, target: str, method: str, body: dict[str, Any], kw: dict[str, Any]
+    ) -> Any:
         assert (target, method) == ("state", "state.turn.begin")
         assert kw["timeout"] == commit.COMMIT_WAIT_S
         self.begins.append(body)
@@ -210,7 +216,7 @@ def turn_body() -> dict[str, Any]:
 def test_a_begin_is_repeated_with_the_same_turn_id_until_answered(short_deadline: None) -> None:
     async def scenario() -> tuple[dict[str, Any], StalledStore]:
         store = StalledStore("unavailable", "timeout", "storage-full", "unreachable")
-        return await begin_turn(cast(Peer, store), turn_body()), store
+        return await begin_turn(store, turn_body()), store
 
     reply, store = asyncio.run(scenario())
     assert reply == {"turn": "t1", "seq": 7} and len(store.begins) == 5
@@ -224,7 +230,7 @@ def test_a_begin_refused_at_once_began_nothing_and_is_not_repeated(
     async def scenario() -> tuple[str, int]:
         store = StalledStore(code)
         try:
-            await begin_turn(cast(Peer, store), turn_body())
+            await begin_turn(store, turn_body())
         except RoostError as err:
             return err.code, len(store.begins)
         return "", len(store.begins)

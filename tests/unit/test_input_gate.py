@@ -17,18 +17,17 @@ from roost.actors.supervisor.keyboard import Keyboard
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.broker.limits import INPUT_PENDING_MAX
+from tests import kit
 
 NODE = p.Header(kind="request", method="session.type", sender="node")
 
 
-class FakePeer:
-    """The state store as the keyboard sees it, and the node's notifications."""
+class FakePeer(kit.FakePeer):
+    """The state store as the keyboard sees it, and the node's notifications (``said``)."""
 
     def __init__(self) -> None:
-        self.registered = asyncio.Event()
-        self.registered.set()
+        super().__init__()
         self.log: list[dict[str, Any]] = []  # events, seq = index + 1
-        self.notes: list[dict[str, Any]] = []
         self.since_calls: list[int] = []
         self.away = 0  # the next reads of the log fail (the state store is away)
 
@@ -39,7 +38,9 @@ class FakePeer:
         )
         return seq
 
-    async def call(self, target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
+    async def answer(
+        self, target: str, method: str, body: dict[str, Any], kw: dict[str, Any]
+    ) -> Any:
         assert method == "state.events.since"
         self.since_calls.append(body["after"])
         if self.away:
@@ -51,7 +52,11 @@ class FakePeer:
 
     def notify(self, target: str, body: dict[str, Any]) -> None:
         assert target == "node"
-        self.notes.append(body)
+        super().notify(target, body)
+
+    @property
+    def said(self) -> list[dict[str, Any]]:
+        return [body for _, body in self.notes]
 
 
 class FakeAgent:
@@ -63,7 +68,7 @@ class FakeAgent:
 
     def write(self, data: bytes) -> None:
         self.typed.append(data)
-        self.said_when_typed.append(self.peer.notes[-1]["state"] if self.peer.notes else "")
+        self.said_when_typed.append(self.peer.said[-1]["state"] if self.peer.said else "")
 
 
 class FakeChecks:
@@ -111,18 +116,10 @@ class FakeSupervisor:
 def said(sup: FakeSupervisor) -> list[str]:
     """Each gate told the node: its state, and why, what it withholds or the turn running."""
     out = []
-    for note in sup.peer.notes:
+    for note in sup.peer.said:
         extra = note.get("why") or note.get("withhold") or note.get("turn")
         out.append(f"{note['state']}:{extra}" if extra else note["state"])
     return out
-
-
-async def until(cond: Any) -> None:
-    for _ in range(100):
-        if cond():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("never")
 
 
 async def opened() -> tuple[FakeSupervisor, Keyboard]:
@@ -132,9 +129,9 @@ async def opened() -> tuple[FakeSupervisor, Keyboard]:
     sup.peer.add("session.state", 1, {})  # the log before this supervisor: seq 1
     board.registration_lost()
     await board.catch_up()
-    await until(lambda: board.gate == {"state": "open"})
+    await kit.until(lambda: board.gate == {"state": "open"}, "the gate open", step=0)
     assert board.floor == 1 and said(sup) == ["hold:catch-up", "open"]
-    assert sup.peer.notes[-1] == {
+    assert sup.peer.said[-1] == {
         "gate": True,
         "state": "open",
         "record": "r1",
@@ -162,7 +159,7 @@ def test_a_credential_screen_keeps_the_gate_open_withholding_the_text() -> None:
         sup.classification = {"state": "ready", "reason": None}
         board.update_gate()
         board.update_gate()  # unchanged: nothing more said
-        return said(sup), [n["gate"] for n in sup.peer.notes]
+        return said(sup), [n["gate"] for n in sup.peer.said]
 
     states, bare = asyncio.run(scenario())
     assert states == ["hold:catch-up", "open", "open:login", "open"]
@@ -195,7 +192,7 @@ def test_the_gate_holds_for_a_resumes_verdict_and_says_so() -> None:
             await asyncio.sleep(0)
         before = said(sup)
         sup.checks.verdict.set()
-        await until(lambda: board.gate == {"state": "open"})
+        await kit.until(lambda: board.gate == {"state": "open"}, "the gate open", step=0)
         return before, said(sup)
 
     before, after = asyncio.run(scenario())
@@ -213,7 +210,7 @@ def test_the_gate_opens_after_a_resumes_verdict_once_the_floor_is_read() -> None
             await asyncio.sleep(0)
         assert board.gate != {"state": "open"} and sup.tty.typed == []
         sup.checks.verdict.set()
-        await until(lambda: board.gate == {"state": "open"})
+        await kit.until(lambda: board.gate == {"state": "open"}, "the gate open", step=0)
         return said(sup)
 
     states = asyncio.run(scenario())
@@ -262,7 +259,7 @@ def test_a_stream_sessions_gate_follows_its_turns() -> None:
         board.update_gate()
         sup.turns.closing = True
         board.update_gate()
-        return said(sup), sup.peer.notes, sup.peer.since_calls
+        return said(sup), sup.peer.said, sup.peer.since_calls
 
     states, notes, reads = asyncio.run(scenario())
     assert states == ["open", "busy:t1", "hold:delivery", "open", "refused", "open", "closed"]

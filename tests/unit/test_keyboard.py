@@ -16,6 +16,7 @@ from roost.actors.supervisor.host import Session
 from roost.actors.supervisor.keyboard import Keyboard, withheld
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from tests import kit
 
 NODE = p.Header(kind="request", method="session.type", sender="node")
 
@@ -75,9 +76,9 @@ class FakeAgent:
             self.term.shown += data.decode()
 
 
-class FakePeer:
+class FakePeer(kit.FakePeer):
     def __init__(self) -> None:
-        self.registered = asyncio.Event()  # never set: nothing is said to a node here
+        super().__init__(registered=False)  # nothing is said to a node here
 
     def notify(self, target: str, body: dict[str, Any]) -> None:
         raise AssertionError("not registered")

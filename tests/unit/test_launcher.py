@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from roost.actors.node import launcher as launching
+from tests import kit
 from tests.unit.test_zygote_client import asked, fake
 
 
@@ -25,7 +26,9 @@ def test_a_spec_in_doubt_is_taken_back_unless_a_supervisor_took_it(tmp_path: Pat
     assert launching.take_back(spec) is None  # gone: a supervisor has read and removed it
 
 
-def test_the_launcher_uses_the_zygote_and_takes_back_a_spec_in_doubt(tmp_path: Path) -> None:
+def test_the_launcher_uses_the_zygote_and_takes_back_a_spec_in_doubt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     started: list[Path] = []
 
     def popen(path: Path) -> int:  # the usual start, recorded instead of run
@@ -35,9 +38,9 @@ def test_the_launcher_uses_the_zygote_and_takes_back_a_spec_in_doubt(tmp_path: P
     async def go() -> list[int | None]:
         ok = launching.Launcher(tmp_path, fake("ok", tmp_path / "log"))
         mute = launching.Launcher(tmp_path, fake("mute", tmp_path / "log2"))
-        mute._popen = popen  # type: ignore[method-assign]
+        monkeypatch.setattr(mute, "_popen", popen)
         try:
-            spec = {"record_id": "r", "instance_id": "i1"}
+            spec = kit.launch_spec(record_id="r", instance_id="i1")
             return [await ok.start(ok.prepare(spec)), await mute.start(mute.prepare(spec))]
         finally:
             await ok.close()

@@ -9,14 +9,7 @@ import pytest
 from roost.broker.client import Client
 from roost.broker.errors import RoostError
 from roost.cli.liveness import CHECK_S, Liveness
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
+from tests import kit
 
 
 class FakeClient:
@@ -35,15 +28,15 @@ class FakeClient:
         return self.info
 
 
-def _alive(retry_for: float = 10.0) -> tuple[Liveness, FakeClient, FakeClock]:
-    client, clock = FakeClient(), FakeClock()
+def _alive(retry_for: float = 10.0) -> tuple[Liveness, FakeClient, kit.FakeClock]:
+    client, clock = FakeClient(), kit.FakeClock(100.0)
     return Liveness(cast(Client, client), retry_for, clock), client, clock
 
 
 def test_it_asks_only_after_a_silence() -> None:
     alive, _, clock = _alive()
     assert not alive.due()
-    clock.t += CHECK_S
+    clock.now += CHECK_S
     assert alive.due()
     alive.heard()
     assert not alive.due()
@@ -68,9 +61,9 @@ def test_no_answer_is_tried_again_then_given_up(capsys: pytest.CaptureFixture[st
     client.answer = RoostError("timeout", "no answer")
     assert alive.check() is None
     assert "no answer (timeout)" in capsys.readouterr().err  # said once
-    clock.t += 9.0
+    clock.now += 9.0
     assert alive.check() is None and capsys.readouterr().err == ""
-    clock.t += 1.0
+    clock.now += 1.0
     with pytest.raises(RoostError) as gave_up:
         alive.check()
     assert gave_up.value.code == "unavailable" and gave_up.value.detail == {"cause": "timeout"}
@@ -79,12 +72,12 @@ def test_no_answer_is_tried_again_then_given_up(capsys: pytest.CaptureFixture[st
 def test_an_answer_in_time_resets_the_wait(capsys: pytest.CaptureFixture[str]) -> None:
     alive, _, clock = _alive(retry_for=10.0)
     alive.lost(RoostError("unreachable", "link not back"))
-    clock.t += 9.0
+    clock.now += 9.0
     alive.found()
     assert "answered again" in capsys.readouterr().err
-    clock.t += 9.0
+    clock.now += 9.0
     alive.lost(RoostError("unreachable", "link not back"))  # a new outage: a new wait
-    assert alive.lost_at == clock.t
+    assert alive.lost_at == clock.now
 
 
 def test_a_refusal_that_is_no_outage_is_raised_at_once() -> None:

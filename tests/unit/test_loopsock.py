@@ -13,6 +13,7 @@ import zmq
 
 from roost.broker import loopsock
 from roost.broker.loopsock import LoopSocket
+from tests import kit
 
 
 @pytest.fixture
@@ -32,13 +33,6 @@ def pair(ctx: zmq.Context[Any], name: str) -> tuple[zmq.Socket[Any], zmq.Socket[
     return router, dealer
 
 
-async def until(cond: Any, what: str, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
-
-
 def test_every_message_is_handed_on_in_order_past_a_batch(ctx: zmq.Context[Any]) -> None:
     async def main() -> None:
         router, dealer = pair(ctx, "order")
@@ -48,7 +42,7 @@ def test_every_message_is_handed_on_in_order_past_a_batch(ctx: zmq.Context[Any])
         n = loopsock.BATCH * 3 + 7
         for i in range(n):
             dealer.send_multipart([b"h", str(i).encode()])
-        await until(lambda: len(got) == n, "every message")
+        await kit.until(lambda: len(got) == n, "every message")
         assert got == [str(i).encode() for i in range(n)]
         served.close()
 
@@ -72,7 +66,7 @@ def test_a_send_outside_a_drain_does_not_strand_what_arrived_meanwhile(
             router.send_multipart([b"\x01dealer", str(i).encode()])
             assert served.send([b"out"]) is True  # a send from outside any drain
             await asyncio.sleep(0)
-        await until(lambda: len(got) == 200, "every message")
+        await kit.until(lambda: len(got) == 200, "every message")
         served.close()
 
     asyncio.run(main())
@@ -139,7 +133,7 @@ def test_a_queue_still_flushes_when_a_receive_took_the_signal_that_the_pipe_drai
             read_far_end([])  # the far end goes on reading
             return len(got) == n
 
-        await until(all_arrived, "the queued messages to go out")
+        await kit.until(all_arrived, "the queued messages to go out")
         assert got == [str(i).encode() for i in range(n)] and served.queued == 0
         served.close()
 
@@ -220,7 +214,7 @@ def test_random_traffic_both_ways_arrives_once_in_order(ctx: zmq.Context[Any], s
         if paused:
             broker.start()
         await asyncio.sleep(0.01)  # the last timers
-        await until(
+        await kit.until(
             lambda: got_up == sent_up and got_down == sent_down and not actor.queued,
             f"every accepted message (seed {seed}: up {len(got_up)}/{len(sent_up)}, "
             f"down {len(got_down)}/{len(sent_down)}, queued {actor.queued})",

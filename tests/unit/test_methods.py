@@ -16,17 +16,20 @@ import asyncio
 import re
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from roost.actors.node import actor as node_actor
 from roost.actors.node.claims import NODE as NODE_CLAIM
 from roost.actors.node.control import Control
-from roost.actors.runtime.peer import Serving
+from roost.actors.node.restore import Restorer
+from roost.actors.node.sessions import Sessions
+from roost.actors.runtime.peer import Peer, Serving
 from roost.actors.state import records as r
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from tests import kit
 from tests.unit.test_protocol_spec import sections
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -208,17 +211,21 @@ class FakeRecords:
 
 
 def test_the_node_actor_registers_exactly_the_node_s_methods() -> None:
-    peer = SimpleNamespace(handlers={}, on_notify=None)
-    sessions = SimpleNamespace(records=FakeRecords(), locks={})
-    node_actor.NodeActor(peer, sessions, dict, lambda: None, set, SimpleNamespace(handle=None))  # type: ignore[arg-type]
+    peer = kit.FakePeer()
+    sessions = cast(Sessions, SimpleNamespace(records=FakeRecords(), locks={}))
+    restorer = cast(Restorer, SimpleNamespace(handle=None))
+    node_actor.NodeActor(cast(Peer, peer), sessions, dict, lambda: None, set, restorer)
     assert set(peer.handlers) == p.served_by(p.NODE)
 
 
 # -- a mutating method gets claims and operation ids from the table alone -----------------------
 
 
-class FakeSessions:
-    cleaning = 0
+class FakeSessions(Sessions):
+    """``find``, of one record (``Sessions``' own set-up is not run: nothing else is used)."""
+
+    def __init__(self) -> None:
+        self.cleaning = 0
 
     async def find(self, ref: str) -> r.Record:
         if ref != "r1":
@@ -226,15 +233,16 @@ class FakeSessions:
         return r.Record("r1", "s", "echo", "pty", "/w", state=r.LIVE, generation=1)
 
 
-class FakeStore:
-    """``state.op.get`` and ``state.op.put`` over a dict; counts the calls."""
+class FakeStore(kit.FakePeer):
+    """``state.op.get`` and ``state.op.put`` over a dict."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.ops: dict[str, dict[str, Any]] = {}
-        self.calls: list[str] = []
 
-    async def call(self, target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
-        self.calls.append(method)
+    async def answer(
+        self, target: str, method: str, body: dict[str, Any], kw: dict[str, Any]
+    ) -> Any:
         if method == "state.op.get":
             return {"op": self.ops.get(body["id"])}
         assert method == "state.op.put"
@@ -244,7 +252,7 @@ class FakeStore:
 
 def guarded(ran: list[str]) -> tuple[dict[str, Serving], Control, FakeStore]:
     store = FakeStore()
-    control = Control(store, FakeSessions())  # type: ignore[arg-type]
+    control = Control(store, FakeSessions())
 
     def handler(name: str) -> Serving:
         async def handle(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
@@ -258,8 +266,12 @@ def guarded(ran: list[str]) -> tuple[dict[str, Serving], Control, FakeStore]:
 
 def call(handlers: dict[str, Serving], method: str, **header: Any) -> Any:
     h = p.Header(kind=p.REQUEST, method=method, **header)
+
+    async def served() -> Any:
+        return await handlers[method](h, {"id": "r1"})
+
     try:
-        return asyncio.run(handlers[method](h, {"id": "r1"}))  # type: ignore[arg-type]
+        return asyncio.run(served())
     except RoostError as err:
         return err
 
@@ -321,7 +333,7 @@ def test_a_new_method_declared_mutating_is_claimed_and_takes_op_ids(
     handlers, control, store = guarded(ran)
     assert call(handlers, new.name, op="op-9") == {"done": new.name}
     assert call(handlers, new.name, op="op-9")["duplicate"] is True and ran == [new.name]
-    assert store.calls == ["state.op.get", "state.op.put", "state.op.get"]
+    assert store.methods() == ["state.op.get", "state.op.put", "state.op.get"]
     control.claims.claim("r1", 1, "client/other", lease_ms=30_000)
     refused = call(handlers, new.name)
     assert isinstance(refused, RoostError) and refused.code == "not-claimed"

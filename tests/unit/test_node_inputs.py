@@ -17,23 +17,24 @@ from roost.actors.node import commit
 from roost.actors.node import inputs as inputs_module
 from roost.actors.node.inputs import Inputs, checked, legacy, logged
 from roost.actors.node.sessions import Sessions
-from roost.actors.runtime.peer import Peer
 from roost.actors.state import records as r
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.broker.limits import INPUT_PENDING_MAX
+from roost.broker.messages import Active, Mode, RecordState
+from tests import kit
 
 WIRE = {"roost": "0.0", "wire": 3}  # a supervisor that commits nothing itself
-ACTIVE = {"generation": 3, "instance": "i3", "supervisor": WIRE}
+ACTIVE: Active = {"generation": 3, "instance": "i3", "supervisor": WIRE}
 GATE = {"gate": True, "state": "open", "record": "r1", "generation": 3, "instance": "i3"}
 BARE = {"gate": False, "record": "r1", "generation": 3, "instance": "i3"}  # says no state
 
 
-class FakePeer:
+class FakePeer(kit.FakePeer):
     """The state store as the node's commits see it, and the supervisors' hand-overs."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
+        super().__init__()
         self.typing = asyncio.Event()  # hand-overs are answered once set
         self.typing.set()
         self.fail_typing: list[str] = []  # codes the next hand-overs fail with
@@ -50,8 +51,9 @@ class FakePeer:
         self.ops[op] = {"id": op, "method": method, "record": record, "state": "terminal"}
         self.ops[op]["result"] = result
 
-    async def call(self, target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
-        self.calls.append((target, method, body, kw))
+    async def answer(
+        self, target: str, method: str, body: dict[str, Any], kw: dict[str, Any]
+    ) -> Any:
         if method in ("state.events.append", "state.turn.begin"):
             await self.store.wait()
             if self.refuse:
@@ -108,10 +110,10 @@ class FakePeer:
 
 
 def record(
-    state: str = r.LIVE,
-    active: dict[str, Any] | None = None,
+    state: RecordState = r.LIVE,
+    active: Active | None = None,
     *,
-    mode: str = "pty",
+    mode: Mode = "pty",
     rid: str = "r1",
     generation: int = 3,
 ) -> r.Record:
@@ -120,7 +122,7 @@ def record(
 
 class FakeSessions:
     def __init__(self) -> None:
-        self.record = record(r.LIVE, dict(ACTIVE))
+        self.record = record(r.LIVE, ACTIVE.copy())
 
     async def find(self, ref: str) -> r.Record:
         return self.record
@@ -130,10 +132,10 @@ def header(method: str = "session.prompt", op: str = "") -> p.Header:
     return p.Header(kind="request", method=method, op=op)
 
 
-def make(mode: str = "pty") -> tuple[Inputs, FakePeer, FakeSessions]:
+def make(mode: Mode = "pty") -> tuple[Inputs, FakePeer, FakeSessions]:
     peer, sessions = FakePeer(), FakeSessions()
-    sessions.record = record(r.LIVE, dict(ACTIVE), mode=mode)
-    return Inputs(cast(Peer, peer), cast(Sessions, sessions)), peer, sessions
+    sessions.record = record(r.LIVE, ACTIVE.copy(), mode=mode)
+    return Inputs(peer, cast(Sessions, sessions)), peer, sessions
 
 
 async def never() -> dict[str, Any]:
@@ -146,7 +148,7 @@ async def accept(
     method: str = "session.prompt",
     body: dict[str, Any] | None = None,
     op: str = "",
-    active: dict[str, Any] | None = None,
+    active: Active | None = None,
 ) -> dict[str, Any]:
     return await inputs.accept(
         rec, active or ACTIVE, header(method, op), {"text": "x"} if body is None else body, never
@@ -199,7 +201,7 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_a_request_is_checked_into_what_its_event_logs_and_its_size(
-    mode: str, method: str, body: dict[str, Any], data: dict[str, Any], size: int
+    mode: Mode, method: str, body: dict[str, Any], data: dict[str, Any], size: int
 ) -> None:
     assert checked(record(mode=mode), method, body) == (data, size)
 
@@ -219,7 +221,7 @@ def test_a_request_is_checked_into_what_its_event_logs_and_its_size(
     ],
 )
 def test_a_request_that_does_not_fit_its_record_is_refused(
-    mode: str, method: str, body: dict[str, Any], field: str
+    mode: Mode, method: str, body: dict[str, Any], field: str
 ) -> None:
     with pytest.raises(RoostError) as info:
         checked(record(mode=mode), method, body)
@@ -238,9 +240,7 @@ def test_a_request_that_does_not_fit_its_record_is_refused(
         ({"generation": 3, "instance": "i3"}, True),
     ],
 )
-def test_a_supervisor_of_an_earlier_release_commits_itself(
-    active: dict[str, Any], forwarded: bool
-) -> None:
+def test_a_supervisor_of_an_earlier_release_commits_itself(active: Active, forwarded: bool) -> None:
     assert legacy(active) is forwarded
 
 
@@ -280,7 +280,8 @@ def test_input_of_the_wrong_mode_is_refused_before_anything() -> None:
             return {}
 
         codes = []
-        for active in (ACTIVE, {**ACTIVE, "supervisor": {"wire": 2}}):
+        actives: list[Active] = [ACTIVE, {**ACTIVE, "supervisor": {"wire": 2}}]
+        for active in actives:
             h = header("session.prompt", op="W")
             err = await refused(inputs.accept(sessions.record, active, h, {"text": "x"}, forward))
             codes.append(err.code)
@@ -298,7 +299,7 @@ def test_a_supervisor_of_an_earlier_release_is_forwarded_the_request() -> None:
         async def forward() -> dict[str, Any]:
             return {"accepted": True, "seq": 9}
 
-        old = {**ACTIVE, "supervisor": {"roost": "0.9", "wire": 2}}
+        old: Active = {**ACTIVE, "supervisor": {"roost": "0.9", "wire": 2}}
         reply = await inputs.accept(sessions.record, old, header(), {"text": "hi"}, forward)
         return reply, peer
 
@@ -440,7 +441,7 @@ def test_a_repeated_operation_on_another_record_hands_nothing_over() -> None:
 
     async def scenario() -> tuple[Any, FakePeer, Inputs]:
         inputs, peer, _ = make()
-        other = record(r.LIVE, dict(ACTIVE), rid="r2")
+        other = record(r.LIVE, ACTIVE.copy(), rid="r2")
         inputs.on_gate("session/r2", {**GATE, "record": "r2"})
         peer.first("K", "r1", "session.prompt", {"seqs": [7]})
         reply = await accept(inputs, other, body={"text": "x"}, op="K")
@@ -455,7 +456,7 @@ def test_a_repeated_operation_on_another_record_hands_nothing_over() -> None:
 def test_a_repeated_turn_operation_on_another_record_runs_nothing() -> None:
     async def scenario() -> tuple[Any, FakePeer, Inputs]:
         inputs, peer, _ = make("stream")
-        other = record(r.LIVE, dict(ACTIVE), rid="r2", mode="stream")
+        other = record(r.LIVE, ACTIVE.copy(), rid="r2", mode="stream")
         inputs.on_gate("session/r2", {**GATE, "record": "r2"})
         peer.first("T", "r1", "session.turn", {"turn": "t0", "seq": 7})
         reply = await accept(inputs, other, "session.turn", {"text": "x"}, op="T")
@@ -489,7 +490,7 @@ def test_an_input_operation_repeated_as_a_turn_runs_nothing() -> None:
         inputs, peer, _ = make("stream")
         inputs.on_gate("session/r1", GATE)
         peer.first("K", "r1", "session.prompt", {"seqs": [7]})
-        rec = record(r.LIVE, dict(ACTIVE), mode="stream")
+        rec = record(r.LIVE, ACTIVE.copy(), mode="stream")
         reply = await accept(inputs, rec, "session.turn", {"text": "x"}, op="K")
         assert reply["duplicate"] is True
         await settle(inputs)
@@ -693,7 +694,7 @@ def test_a_turn_handed_over_while_the_one_before_runs_is_retried(quick: None) ->
     "now",
     [
         record(r.DORMANT, None),
-        record(r.STOPPING, dict(ACTIVE)),
+        record(r.STOPPING, ACTIVE.copy()),
         record(r.STARTING, None, generation=4),
         record(r.LIVE, {**ACTIVE, "generation": 4, "instance": "i4"}, generation=4),
     ],
@@ -724,7 +725,7 @@ def test_a_record_still_live_in_its_generation_keeps_its_hand_overs_and_gate() -
         inputs.on_gate("session/r1", GATE)
         peer.typing.clear()
         await accept(inputs, sessions.record)
-        inputs.follow(record(r.ATTENTION, dict(ACTIVE)))  # a classification, say
+        inputs.follow(record(r.ATTENTION, ACTIVE.copy()))  # a classification, say
         await turns()
         kept = inputs.status()["handing_over"]
         peer.typing.set()
@@ -766,7 +767,7 @@ def test_a_starting_supervisors_gate_holds_once_its_record_is_live() -> None:
 
     async def scenario() -> dict[str, Any]:
         inputs, _peer, _ = make()
-        active = {**ACTIVE, "generation": 4, "instance": "i4"}
+        active: Active = {**ACTIVE, "generation": 4, "instance": "i4"}
         inputs.follow(record(r.STARTING, None, generation=4))  # the launch begins
         inputs.on_gate("session/r1", {**GATE, "generation": 4, "instance": "i4"})
         inputs.follow(record(r.STARTING, None, generation=4))  # e.g. node.session.classified

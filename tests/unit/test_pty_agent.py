@@ -15,6 +15,7 @@ import pytest
 from roost.actors.supervisor import pty_agent
 from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.actors.supervisor.pty_backend import ExitStatus
+from tests import kit
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="a POSIX PTY")
 
@@ -33,13 +34,13 @@ def test_an_exit_behind_a_pty_held_open_is_seen(
 
     async def main() -> None:
         exits: list[ExitStatus] = []
-        spec = {
-            "argv": ["/bin/sh", "-c", "sleep 60 & exit 3"],  # the sleep keeps the PTY open
-            "cwd": str(tmp_path),
-            "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-            "rows": 24,
-            "cols": 80,
-        }
+        spec = kit.launch_spec(
+            argv=["/bin/sh", "-c", "sleep 60 & exit 3"],  # the sleep keeps the PTY open
+            cwd=str(tmp_path),
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            rows=24,
+            cols=80,
+        )
         agent = PtyAgent(spec, lambda data: None, exits.append)
         agent.launch()
         assert agent.pid is not None
@@ -74,13 +75,13 @@ def test_typing_into_an_agent_that_does_not_read_never_blocks_and_keeps_the_orde
     out = tmp_path / "read"
 
     async def main() -> None:
-        spec = {
-            "argv": [sys.executable, "-c", SLOW_READER, str(out), "1.0", str(len(data))],
-            "cwd": str(tmp_path),
-            "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-            "rows": 24,
-            "cols": 80,
-        }
+        spec = kit.launch_spec(
+            argv=[sys.executable, "-c", SLOW_READER, str(out), "1.0", str(len(data))],
+            cwd=str(tmp_path),
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            rows=24,
+            cols=80,
+        )
         agent = PtyAgent(spec, lambda data: None, lambda status: None)
         agent.launch()
         try:

@@ -14,6 +14,7 @@ import pytest
 
 from roost.actors.supervisor import pty_backend
 from roost.actors.supervisor.pty_backend import PosixPty, waiting
+from tests import kit
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="a POSIX pty")
 
@@ -26,18 +27,11 @@ time.sleep(float(sys.argv[2]))
 """
 
 
-def until(condition: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not callable(condition) or not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def start(tmp_path: Path, linger: float) -> tuple[PosixPty, Path]:
     done = tmp_path / "written"
     argv = [sys.executable, "-c", WRITER, str(done), str(linger)]
     pty = PosixPty(argv, str(tmp_path), {"PATH": "/usr/bin:/bin"}, 24, 80)
-    until(done.exists)  # every byte is in the pty now: the write returned
+    kit.wait_until(done.exists)  # every byte is in the pty now: the write returned
     return pty, done
 
 
@@ -85,7 +79,7 @@ def test_waiting_is_what_the_pty_holds(tmp_path: Path) -> None:
         assert fd is not None
         got = b""
         while not got.endswith(b"END"):
-            until(
+            kit.wait_until(
                 lambda: waiting(fd)
             )  # the tty hands what was written to the master a little later
             got += pty.read(65536)
@@ -99,7 +93,7 @@ def test_waiting_is_what_the_pty_holds(tmp_path: Path) -> None:
 def test_what_was_read_before_the_agent_went_is_kept(tmp_path: Path) -> None:
     pty, _ = start(tmp_path, 0)
     assert pty.fd is not None
-    until(lambda: pty.poll() is not None)  # gone: the pty's last bytes are still there
+    kit.wait_until(lambda: pty.poll() is not None)  # gone: the pty's last bytes are still there
     got, deadline = b"", time.monotonic() + 10
     while True:
         try:

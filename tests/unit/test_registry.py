@@ -6,23 +6,16 @@ import pytest
 
 from roost.broker import registry
 from roost.broker.registry import DEAD_AFTER_BEATS, HEARTBEAT_S, PeerEntry, Registry
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
+from tests import kit
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> kit.FakeClock:
+    return kit.FakeClock(1000.0)
 
 
 @pytest.fixture
-def reg(clock: FakeClock) -> Registry:
+def reg(clock: kit.FakeClock) -> Registry:
     return Registry(clock)
 
 
@@ -34,13 +27,13 @@ def client(address: str, rid: bytes, at: float = 0.0) -> PeerEntry:
     return PeerEntry(address=address, routing_id=rid, incarnation="", last_seen=at, actor=False)
 
 
-def test_register_and_lookup(reg: Registry, clock: FakeClock) -> None:
-    entry = actor("node", b"r1", clock.t)
+def test_register_and_lookup(reg: Registry, clock: kit.FakeClock) -> None:
+    entry = actor("node", b"r1", clock.now)
     assert reg.register(entry) is None
     assert reg.lookup("node") is entry
     assert reg.address_of(b"r1") == "node"
     assert reg.actors() == [entry]
-    assert reg.now() == clock.t
+    assert reg.now() == clock.now
 
 
 def test_lookup_of_unknown_address(reg: Registry) -> None:
@@ -48,9 +41,9 @@ def test_lookup_of_unknown_address(reg: Registry) -> None:
     assert reg.address_of(b"nobody") is None
 
 
-def test_replace_returns_the_displaced_entry(reg: Registry, clock: FakeClock) -> None:
-    old = actor("node", b"r1", clock.t, "i1")
-    new = actor("node", b"r2", clock.t, "i2")
+def test_replace_returns_the_displaced_entry(reg: Registry, clock: kit.FakeClock) -> None:
+    old = actor("node", b"r1", clock.now, "i1")
+    new = actor("node", b"r2", clock.now, "i2")
     reg.register(old)
     assert reg.register(new) is old
     assert reg.lookup("node") is new
@@ -60,32 +53,34 @@ def test_replace_returns_the_displaced_entry(reg: Registry, clock: FakeClock) ->
 
 
 def test_re_register_with_the_same_routing_id_displaces_nothing(
-    reg: Registry, clock: FakeClock
+    reg: Registry, clock: kit.FakeClock
 ) -> None:
-    reg.register(actor("node", b"r1", clock.t, "i1"))
-    again = actor("node", b"r1", clock.t, "i2")
+    reg.register(actor("node", b"r1", clock.now, "i1"))
+    again = actor("node", b"r1", clock.now, "i2")
     assert reg.register(again) is None
     assert reg.lookup("node") is again
     assert reg.address_of(b"r1") == "node"
 
 
-def test_routing_id_reuse_removes_the_former_address(reg: Registry, clock: FakeClock) -> None:
-    reg.register(actor("session/a", b"r1", clock.t))
-    reg.register(actor("session/b", b"r1", clock.t))
+def test_routing_id_reuse_removes_the_former_address(reg: Registry, clock: kit.FakeClock) -> None:
+    reg.register(actor("session/a", b"r1", clock.now))
+    reg.register(actor("session/b", b"r1", clock.now))
     assert reg.lookup("session/a") is None
     assert reg.address_of(b"r1") == "session/b"
     assert [e.address for e in reg.actors()] == ["session/b"]
 
 
-def test_routing_id_reuse_by_a_client_removes_the_actor(reg: Registry, clock: FakeClock) -> None:
-    reg.register(actor("session/a", b"r1", clock.t))
+def test_routing_id_reuse_by_a_client_removes_the_actor(
+    reg: Registry, clock: kit.FakeClock
+) -> None:
+    reg.register(actor("session/a", b"r1", clock.now))
     reg.register(client("client/1", b"r1"))
     assert reg.lookup("session/a") is None
     assert reg.address_of(b"r1") == "client/1"
 
 
-def test_remove(reg: Registry, clock: FakeClock) -> None:
-    entry = actor("node", b"r1", clock.t)
+def test_remove(reg: Registry, clock: kit.FakeClock) -> None:
+    entry = actor("node", b"r1", clock.now)
     reg.register(entry)
     assert reg.remove("node") is entry
     assert reg.remove("node") is None
@@ -93,38 +88,38 @@ def test_remove(reg: Registry, clock: FakeClock) -> None:
     assert reg.address_of(b"r1") is None
 
 
-def test_touch_refreshes_last_seen(reg: Registry, clock: FakeClock) -> None:
-    entry = actor("node", b"r1", clock.t)
+def test_touch_refreshes_last_seen(reg: Registry, clock: kit.FakeClock) -> None:
+    entry = actor("node", b"r1", clock.now)
     reg.register(entry)
-    clock.t += 2.5
+    clock.now += 2.5
     assert reg.touch(b"r1") is entry
-    assert entry.last_seen == clock.t
+    assert entry.last_seen == clock.now
     assert reg.touch(b"unknown") is None
 
 
-def test_silence_alone_expires_no_actor(reg: Registry, clock: FakeClock) -> None:
+def test_silence_alone_expires_no_actor(reg: Registry, clock: kit.FakeClock) -> None:
     """Liveness is libzmq's (heartbeats drop a silent connection): an actor that sends nothing
     stays registered until the broker learns its connection dropped."""
-    entry = actor("session/a", b"r1", clock.t)
+    entry = actor("session/a", b"r1", clock.now)
     reg.register(entry)
-    clock.t += 1e6
+    clock.now += 1e6
     assert reg.lookup("session/a") is entry
 
 
-def test_an_expired_actor_is_a_ghost_for_a_while(reg: Registry, clock: FakeClock) -> None:
-    entry = actor("session/a", b"r1", clock.t)
+def test_an_expired_actor_is_a_ghost_for_a_while(reg: Registry, clock: kit.FakeClock) -> None:
+    entry = actor("session/a", b"r1", clock.now)
     reg.register(entry)
     assert reg.expire("session/a") is entry
     assert reg.lookup("session/a") is None and reg.address_of(b"r1") is None
     assert reg.ghost(b"r1") == "session/a"  # its late replies are still routed
-    clock.t += registry.GHOST_S
+    clock.now += registry.GHOST_S
     assert reg.ghost(b"r1") is None
 
 
-def test_clients_never_expire(reg: Registry, clock: FakeClock) -> None:
-    entry = client("client/1", b"c1", clock.t)
+def test_clients_never_expire(reg: Registry, clock: kit.FakeClock) -> None:
+    entry = client("client/1", b"c1", clock.now)
     reg.register(entry)
-    clock.t += 1e6
+    clock.now += 1e6
     assert reg.lookup("client/1") is entry
     assert reg.actors() == []
 
@@ -152,10 +147,10 @@ def test_re_registering_a_client_makes_it_newest(
 
 
 def test_client_cap_does_not_evict_actors(
-    reg: Registry, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    reg: Registry, clock: kit.FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(registry, "MAX_CLIENTS", 1)
-    reg.register(actor("node", b"n", clock.t))
+    reg.register(actor("node", b"n", clock.now))
     reg.register(client("client/0", b"c0"))
     reg.register(client("client/1", b"c1"))
     assert reg.lookup("node") is not None
@@ -185,15 +180,19 @@ def test_an_active_client_is_not_the_one_evicted(
     assert reg.lookup("client/0") is not None
 
 
-def test_a_holder_of_another_incarnation_is_not_displaced(reg: Registry, clock: FakeClock) -> None:
-    first = actor("lab-1/node", b"r1", clock.t, "i1")
+def test_a_holder_of_another_incarnation_is_not_displaced(
+    reg: Registry, clock: kit.FakeClock
+) -> None:
+    first = actor("lab-1/node", b"r1", clock.now, "i1")
     reg.register(first)
-    clock.t += HEARTBEAT_S * DEAD_AFTER_BEATS * 10  # silent: the broker still asks its socket
+    clock.now += HEARTBEAT_S * DEAD_AFTER_BEATS * 10  # silent: the broker still asks its socket
     assert reg.live_holder("lab-1/node", b"r2", "i2") is first  # a second process: refused
 
 
-def test_the_same_peer_or_a_dead_holder_may_be_displaced(reg: Registry, clock: FakeClock) -> None:
-    reg.register(actor("lab-1/node", b"r1", clock.t, "i1"))
+def test_the_same_peer_or_a_dead_holder_may_be_displaced(
+    reg: Registry, clock: kit.FakeClock
+) -> None:
+    reg.register(actor("lab-1/node", b"r1", clock.now, "i1"))
     assert reg.live_holder("lab-1/node", b"r1", "i2") is None  # the same connection
     assert reg.live_holder("lab-1/node", b"r2", "i1") is None  # the same process reconnecting
     assert reg.live_holder("other/node", b"r2", "i2") is None  # nobody holds it

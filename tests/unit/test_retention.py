@@ -17,6 +17,8 @@ from roost.actors.state.store import StateStore
 from roost.broker import limits
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.broker.messages import Event
+from tests import kit
 
 
 @pytest.fixture
@@ -26,9 +28,12 @@ def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
     connection.close()
 
 
-def fill(conn: sqlite3.Connection, n: int, **event: Any) -> list[int]:
+def fill(conn: sqlite3.Connection, n: int, record: str | None = None) -> list[int]:
     conn.execute("BEGIN")
-    seqs = [db.append_event(conn, {"kind": "node.started", **event})["seq"] for _ in range(n)]
+    event: Event = (
+        {"kind": "node.started"} if record is None else {"kind": "node.started", "record": record}
+    )
+    seqs = [db.append_event(conn, event)["seq"] for _ in range(n)]
     conn.execute("COMMIT")
     return seqs
 
@@ -134,17 +139,8 @@ def test_old_operation_ids_go_recent_ones_stay(conn: sqlite3.Connection) -> None
 # -- the state store -----------------------------------------------------------------------------
 
 
-class FakePeer:
-    def __init__(self) -> None:
-        self.handlers: dict[str, Any] = {}
-        self.published: list[tuple[str, dict[str, Any]]] = []
-
-    def publish(self, topic: str, body: dict[str, Any]) -> None:
-        self.published.append((topic, body))
-
-
 def store_for(conn: sqlite3.Connection, limit: int, now: float = 1e9) -> StateStore:
-    return StateStore(conn, cast(Peer, FakePeer()), Retention(limit, chunk=400), lambda: now)
+    return StateStore(conn, cast(Peer, kit.FakePeer()), Retention(limit, chunk=400), lambda: now)
 
 
 async def since(store: StateStore, after: int, **query: Any) -> dict[str, Any]:
@@ -177,7 +173,7 @@ def test_the_store_trims_in_chunks_and_reports_the_gap(conn: sqlite3.Connection)
     store = store_for(conn, 1000)
     assert asyncio.run(trim_until_done(store)) == 3  # 1,001 rows in chunks of 400
     assert db.seq_range(conn) == (1002, 2001)
-    assert not cast(FakePeer, store.peer).published  # retention is not an event
+    assert not cast(kit.FakePeer, store.peer).published  # retention is not an event
 
     gone = asyncio.run(since(store, 0, limit=5))
     assert (gone["gap"], gone["first_seq"], gone["last_seq"]) == (True, 1002, 2001)
@@ -202,7 +198,7 @@ def test_the_store_drops_week_old_operation_ids_at_most_every_ten_minutes(
     conn: sqlite3.Connection,
 ) -> None:
     now = [1e9]
-    store = StateStore(conn, cast(Peer, FakePeer()), Retention(1000), lambda: now[0])
+    store = StateStore(conn, cast(Peer, kit.FakePeer()), Retention(1000), lambda: now[0])
     db.put_op(conn, {"id": "a", "method": "session.prompt", "state": "terminal"})
     conn.execute("UPDATE ops SET updated = ?", (now[0] - retention.OPS_KEEP_S - 1,))
     db.put_op(conn, {"id": "b", "method": "session.prompt", "state": "terminal"})
@@ -219,7 +215,9 @@ def test_the_store_drops_week_old_operation_ids_at_most_every_ten_minutes(
     assert db.get_op(conn, "b") is None
 
 
-def test_an_idle_store_s_trimmer_does_not_write_until_events_come(conn: sqlite3.Connection) -> None:
+def test_an_idle_store_s_trimmer_does_not_write_until_events_come(
+    conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The trimmer looks once, then waits for committed events (or for operation ids to be due),
     not once a second: an idle node's store does not wake."""
 
@@ -228,11 +226,11 @@ def test_an_idle_store_s_trimmer_does_not_write_until_events_come(conn: sqlite3.
         steps: list[int] = []
         step = store.trim_step
 
-        def counted() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def counted() -> tuple[dict[str, Any], list[Event]]:
             steps.append(len(steps))
             return step()
 
-        store.trim_step = counted  # type: ignore[method-assign]
+        monkeypatch.setattr(store, "trim_step", counted)
         tasks = [asyncio.create_task(store.writer()), asyncio.create_task(store.trimmer(0.01))]
         try:
             async with asyncio.timeout(10):
@@ -240,7 +238,7 @@ def test_an_idle_store_s_trimmer_does_not_write_until_events_come(conn: sqlite3.
                     await asyncio.sleep(0.01)
                 await asyncio.sleep(0.3)  # thirty periods: nothing was committed, no step
                 assert len(steps) == 1
-                event = {"kind": "session.input", "record": "r1", "data": {}}
+                event: Event = {"kind": "session.input", "record": "r1", "data": {}}
                 await store.write(lambda: ({}, store.append([event])))
                 while len(steps) < 2:
                     await asyncio.sleep(0.01)

@@ -18,7 +18,7 @@ from roost.actors.state import db
 from roost.actors.state.store import StateStore
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
-from tests.unit.test_retention import FakePeer
+from tests import kit
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def prompt(text: str, eid: str, op: str) -> dict[str, Any]:
 
 def appends(conn: sqlite3.Connection, *bodies: dict[str, Any]) -> list[dict[str, Any]]:
     async def scenario() -> list[dict[str, Any]]:
-        store = StateStore(conn, cast(Peer, FakePeer()))
+        store = StateStore(conn, cast(Peer, kit.FakePeer()))
         writer = asyncio.create_task(store.writer())
         try:
             append = store._events_append
@@ -58,7 +58,8 @@ def test_the_same_request_again_is_repeated_and_appends_nothing(conn: sqlite3.Co
     assert first == {"seqs": [1]}
     assert again == {"seqs": [1], "repeated": True}
     assert texts(conn) == ["hi"]
-    assert db.get_op(conn, "P1")["result"] == {"seqs": [1]}  # type: ignore[index]
+    op = db.get_op(conn, "P1")
+    assert op is not None and op["result"] == {"seqs": [1]}
 
 
 def test_another_request_with_the_operation_id_is_a_duplicate(conn: sqlite3.Connection) -> None:
@@ -79,7 +80,7 @@ def append_each(conn: sqlite3.Connection, body: dict[str, Any]) -> tuple[dict[st
     """``state.events.append_each`` and how many transactions the writer committed for it."""
 
     async def scenario() -> tuple[dict[str, Any], int]:
-        store = StateStore(conn, cast(Peer, FakePeer()))
+        store = StateStore(conn, cast(Peer, kit.FakePeer()))
         commits = 0
         commit = store._commit
 
@@ -88,7 +89,7 @@ def append_each(conn: sqlite3.Connection, body: dict[str, Any]) -> tuple[dict[st
             commits += 1
             commit(batch)
 
-        store._commit = counted  # type: ignore[method-assign]
+        pytest.MonkeyPatch().setattr(store, "_commit", counted)  # this store's, for its life
         writer = asyncio.create_task(store.writer())
         try:
             reply = await store._events_append_each(p.Header(kind="request"), body)
@@ -125,7 +126,8 @@ def test_append_each_applies_every_item_as_its_own_append_in_one_transaction(
     assert results[5] == {"ok": {"seqs": [3]}}
     assert commits == 1
     assert texts(conn) == ["first", "second", "third"]
-    assert db.get_op(conn, "P3")["result"] == {"seqs": [3]}  # type: ignore[index]
+    first = db.get_op(conn, "P3")
+    assert first is not None and first["result"] == {"seqs": [3]}
 
 
 @pytest.mark.parametrize("items", [[], "x", [{}] * 65])

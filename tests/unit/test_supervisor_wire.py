@@ -12,19 +12,22 @@ from typing import Any
 import pytest
 
 from roost.actors.node.reports import NEWER, OUTDATED, Reports, supervisor_version
+from roost.actors.node.sessions import Sessions
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.broker.messages import Active, Event
 
 
-class FakeSessions:
+class FakeSessions(Sessions):
     """The few ``Sessions`` calls ``Reports`` makes, on one record held in memory; ``events``
-    collects what would have been appended, ``record.state`` events included."""
+    collects what would have been appended, ``record.state`` events included. (``Sessions``'
+    own set-up is not run: nothing here reaches a state store.)"""
 
     def __init__(self, record: Record) -> None:
         self.record = record
-        self.events: list[dict[str, Any]] = []
+        self.events: list[Event] = []
         self.attaching: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     async def find(self, ref: str) -> Record:
@@ -37,7 +40,7 @@ class FakeSessions:
         changes: dict[str, Any],
         *,
         expect: tuple[str, ...] = (),
-        events: list[dict[str, Any]] | None = None,
+        events: list[Event] | None = None,
     ) -> Record:
         if expect and self.record.state not in expect:
             raise RoostError("bad-state", "moved on")
@@ -51,17 +54,17 @@ class FakeSessions:
         state: str,
         *,
         expect: tuple[str, ...] = (),
-        extra: list[dict[str, Any]] | None = None,
+        extra: list[Event] | None = None,
         **changes: Any,
     ) -> Record:
-        event = {"kind": "record.state", "data": {"from": record.state, "to": state}}
+        event: Event = {"kind": "record.state", "data": {"from": record.state, "to": state}}
         return await self.update(
             record, {"state": state, **changes}, expect=expect, events=[*(extra or []), event]
         )
 
 
 def live_record() -> Record:
-    active = {"record": "r0123456789", "generation": 1, "instance": "i1", "pid": 10}
+    active: Active = {"record": "r0123456789", "generation": 1, "instance": "i1", "pid": 10}
     return Record("r0123456789", "x", "echo", "pty", "/", state=r.LIVE, generation=1, active=active)
 
 
@@ -90,7 +93,7 @@ def test_the_node_serves_this_wire_and_the_one_before() -> None:
 
 def test_a_served_reattach_records_the_version_and_leaves_the_state() -> None:
     sessions = FakeSessions(live_record())
-    reports = Reports(sessions)  # type: ignore[arg-type]
+    reports = Reports(sessions)
     previous = attach(p.SUPERVISOR_WIRE - 1, "0.1.0")
     assert asyncio.run(reports.on_attach(previous)) == {"ok": True}
     assert sessions.record.state == r.LIVE and sessions.record.attention is None
@@ -105,7 +108,7 @@ def test_a_supervisor_not_served_keeps_running_and_its_record_asks_for_a_restart
     wire: int, reason: str
 ) -> None:
     sessions = FakeSessions(live_record())
-    reports = Reports(sessions)  # type: ignore[arg-type]
+    reports = Reports(sessions)
 
     async def scenario() -> None:
         answer = await reports.on_attach(attach(wire, "0.0.1"))
@@ -138,7 +141,7 @@ def test_a_supervisor_not_served_keeps_running_and_its_record_asks_for_a_restart
 
 def test_a_launch_waiting_for_its_supervisor_gets_the_version() -> None:
     sessions = FakeSessions(dataclasses.replace(live_record(), state=r.STARTING))
-    reports = Reports(sessions)  # type: ignore[arg-type]
+    reports = Reports(sessions)
 
     async def scenario() -> dict[str, Any]:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()

@@ -19,15 +19,19 @@ import pytest
 from roost.actors.node import sweep as sweeping
 from roost.actors.node.known import KnownRecords
 from roost.actors.node.launcher import Launcher, process_started
+from roost.actors.node.sessions import Sessions
 from roost.actors.node.sweep import Sweep
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
+from roost.broker.messages import Active
+from tests import kit
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd here")
 
 
-class FakeSessions:
-    """What ``Sweep`` uses of ``Sessions``: the records, their locks, ``find`` and ``lost``."""
+class FakeSessions(Sessions):
+    """What ``Sweep`` uses of ``Sessions``: the records, their locks, ``find`` and ``lost``
+    (``Sessions``' own set-up is not run: its state store is this object)."""
 
     def __init__(self, tmp: Path, *rows: Record) -> None:
         self.rows = {x.id: x for x in rows}
@@ -42,7 +46,16 @@ class FakeSessions:
         self.calls.append(method)
         return {"records": [x.to_wire() for x in self.rows.values()]}
 
-    async def call(self, target: str, method: str, body: dict[str, Any], **_: Any) -> Any:
+    async def call(
+        self,
+        target: str,
+        method: str,
+        body: dict[str, Any] | None = None,
+        *,
+        timeout: float = 10.0,
+        session: dict[str, Any] | None = None,
+        op: str = "",
+    ) -> dict[str, Any]:
         self.calls.append(method)
         assert method == "state.turn.orphans"
         return {"turns": []}
@@ -58,7 +71,7 @@ class FakeSessions:
 
 
 def live(rid: str, pid: int | None, created: float) -> Record:
-    active = None if pid is None else {"pid": pid, "started": process_started(pid)}
+    active: Active | None = None if pid is None else {"pid": pid, "started": process_started(pid)}
     return Record(
         rid, None, "echo", "pty", "/", state=r.LIVE, generation=1, active=active, created=created
     )
@@ -66,12 +79,6 @@ def live(rid: str, pid: int | None, created: float) -> Record:
 
 def sleeper() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-
-
-async def until(cond: Any) -> None:
-    async with asyncio.timeout(10):
-        while not cond():
-            await asyncio.sleep(0.01)
 
 
 def test_the_first_sweep_settles_every_active_record_and_returns_what_it_found(
@@ -90,7 +97,7 @@ def test_the_first_sweep_settles_every_active_record_and_returns_what_it_found(
             live("rc", running.pid, 3.0),
             Record("rd", None, "echo", "pty", "/", state=r.DORMANT),
         )
-        sweep = Sweep(sessions, lambda: set())  # type: ignore[arg-type]
+        sweep = Sweep(sessions, lambda: set())
         found = await sweep.sweep(first=True)
         await asyncio.sleep(0)  # a death heard while loading is not settled a second time
         sweep.close()
@@ -107,7 +114,7 @@ def test_the_first_sweep_settles_every_active_record_and_returns_what_it_found(
 def launching(rid: str, instance: str) -> Record:
     """A record whose launch a node that died left in flight: ``starting``, its instance known,
     no supervisor attached yet."""
-    active = {"record": rid, "generation": 1, "instance": instance}
+    active: Active = {"record": rid, "generation": 1, "instance": instance}
     return Record(rid, None, "echo", "pty", "/", state=r.STARTING, generation=1, active=active)
 
 
@@ -124,10 +131,10 @@ def test_a_launch_left_in_flight_is_withdrawn_if_unread_and_else_awaited(
         sessions = FakeSessions(
             tmp_path, launching("unread", "i1"), launching("read", "i2"), launching("up", "i3")
         )
-        sessions.launcher.prepare({"instance_id": "i1"})
-        stale = sessions.launcher.prepare({"instance_id": "i0"})  # no record names it
+        sessions.launcher.prepare(kit.launch_spec(instance_id="i1"))
+        stale = sessions.launcher.prepare(kit.launch_spec(instance_id="i0"))  # no record names it
         os.utime(stale, (0, 0))
-        sweep = Sweep(sessions, lambda: registered)  # type: ignore[arg-type]
+        sweep = Sweep(sessions, lambda: registered)
         found = await sweep.sweep(first=True)
         assert sessions.reasons == {"unread": "launch-interrupted"}
         assert not list(tmp_path.glob("spec-*"))  # taken back, and the stale one removed
@@ -149,13 +156,13 @@ def test_a_watched_death_is_settled_at_once_and_a_locked_record_waits(tmp_path: 
 
     async def scenario() -> FakeSessions:
         sessions = FakeSessions(tmp_path, live("r1", first.pid, 1.0), live("r2", second.pid, 2.0))
-        sweep = Sweep(sessions, lambda: {"session/r1", "session/r2"})  # type: ignore[arg-type]
+        sweep = Sweep(sessions, lambda: {"session/r1", "session/r2"})
         assert await sweep.sweep(first=True) == []
         first.kill()
-        await until(lambda: sessions.lost_ids == ["r1"])  # no sweep ran: the pidfd said so
+        await kit.until(lambda: sessions.lost_ids == ["r1"])  # no sweep ran: the pidfd said so
         async with sessions.locks["r2"]:  # a stop, say, holds it while the supervisor dies
             second.kill()
-            await until(lambda: "r2" in sweep.suspects)
+            await kit.until(lambda: "r2" in sweep.suspects)
             await asyncio.sleep(0)
             assert sessions.lost_ids == ["r1"]
         await sweep.sweep()
@@ -177,7 +184,7 @@ def test_sweeps_read_no_dormant_record(tmp_path: Path) -> None:
 
     async def scenario() -> list[str]:
         sessions = FakeSessions(tmp_path, *dormant)
-        sweep = Sweep(sessions, lambda: set())  # type: ignore[arg-type]
+        sweep = Sweep(sessions, lambda: set())
         for first in (True, False, False, False, False, False):
             assert await sweep.sweep(first=first) == []
         sweep.close()

@@ -11,24 +11,34 @@ import pytest
 
 from roost.actors.node import control as control_module
 from roost.actors.node.control import Control
+from roost.actors.node.sessions import Sessions
 from roost.actors.state import records as r
 from roost.broker import protocol as p
+from tests import kit
 
 
-class FakeSessions:
+class FakeSessions(Sessions):
+    """``find``, of one record (``Sessions``' own set-up is not run: nothing else is used)."""
+
+    def __init__(self) -> None:
+        pass
+
     async def find(self, ref: str) -> r.Record:
         return r.Record("r1", "s", "echo", "stream", "/w", state=r.LIVE, generation=1)
 
 
-class FakeStore:
+class FakeStore(kit.FakePeer):
     """``state.turn.get``: the turn's state as the test sets it; counts the looks."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.state = "running"
         self.looks = 0
         self.on_look: Any = None
 
-    async def call(self, target: str, method: str, body: dict[str, Any], **kw: Any) -> Any:
+    async def answer(
+        self, target: str, method: str, body: dict[str, Any], kw: dict[str, Any]
+    ) -> Any:
         assert (target, method) == ("state", "state.turn.get")
         self.looks += 1
         turn = {"id": body["id"], "record": "r1", "state": self.state}
@@ -40,7 +50,7 @@ class FakeStore:
 def make(monkeypatch: pytest.MonkeyPatch) -> tuple[Control, FakeStore]:
     monkeypatch.setattr(control_module, "TURN_POLL_S", 30.0)  # only an event can wake it
     store = FakeStore()
-    return Control(store, FakeSessions()), store  # type: ignore[arg-type]
+    return Control(store, FakeSessions()), store
 
 
 def wait_body(timeout_ms: int = 20_000) -> dict[str, Any]:

@@ -17,15 +17,16 @@ from typing import Any, cast
 
 import pytest
 
-from roost.actors.runtime.peer import Peer
 from roost.actors.supervisor import turns
 from roost.actors.supervisor.outbox import Outbox
 from roost.actors.supervisor.terminal import Terminal, Transcript
 from roost.actors.supervisor.turns import TurnRunner
 from roost.broker.errors import RoostError
+from roost.broker.messages import TurnPlan
+from tests import kit
 
 
-class Adapter:
+class Adapter(kit.FakePeer):
     """``adapter.turn`` once ``release`` is set: a command that appends its text to ``mark`` (a
     plan for any text, argv[3] taking it, when asked without one and ``text_arg`` is given), or
     first a refusal for each of ``fail``; ``state.turn.latest`` and ``state.turn.get`` answer
@@ -39,15 +40,18 @@ class Adapter:
         fail: tuple[str, ...] = (),
         sleep: float = 0.0,
     ) -> None:
+        super().__init__()
         self.mark, self.text_arg, self.fail, self.sleep = mark, text_arg, list(fail), sleep
         self.release = asyncio.Event()
         self.release.set()
-        self.calls: list[tuple[str, str | None]] = []
+        self.asked: list[tuple[str, str | None]] = []  # each call's method and text
         self.latest: dict[str, Any] | None = None
         self.turn: dict[str, Any] | None = None
 
-    async def call(self, target: str, method: str, body: dict[str, Any], **_: Any) -> Any:
-        self.calls.append((method, body.get("text")))
+    async def answer(
+        self, target: str, method: str, body: dict[str, Any], kw: dict[str, Any]
+    ) -> Any:
+        self.asked.append((method, body.get("text")))
         if method == "state.turn.latest":
             return {"turn": self.latest}
         if method == "state.turn.get":
@@ -97,25 +101,10 @@ class Spool:
 
 
 def _runner(tmp_path: Path, peer: Adapter, spool: Spool) -> TurnRunner:
-    spec = {
-        "record_id": "r1",
-        "generation": 1,
-        "instance_id": "i1",
-        "provider": "echo",
-        "provider_session": "s1",
-        "cwd": str(tmp_path),
-        "env": {},
-        "data_dir": str(tmp_path),
-    }
-    return TurnRunner(
-        cast(Peer, peer), cast(Outbox, spool), spec, Terminal(24, 80), Transcript(tmp_path)
+    spec = kit.launch_spec(
+        mode="stream", provider_session="s1", cwd=str(tmp_path), data_dir=str(tmp_path)
     )
-
-
-async def _until(cond: Any) -> None:
-    async with asyncio.timeout(10):
-        while not cond():
-            await asyncio.sleep(0.01)
+    return TurnRunner(peer, cast(Outbox, spool), spec, Terminal(24, 80), Transcript(tmp_path))
 
 
 async def _busy(call: Any) -> dict[str, Any]:
@@ -165,7 +154,7 @@ def test_a_turn_handed_over_while_one_is_prepared_is_busy_naming_it(tmp_path: Pa
         peer.release.clear()
         runner = _runner(tmp_path, peer, spool)
         first = asyncio.ensure_future(runner.run_begun("t1", "one"))
-        await _until(lambda: runner.preparing)
+        await kit.until(lambda: runner.preparing)
         assert runner.running == "t1" and not runner.idle
         assert await _busy(runner.run_begun("t2", "two")) == {"turn": "t1"}
         peer.release.set()
@@ -208,7 +197,7 @@ def test_a_stop_while_the_command_is_asked_ends_the_turn_stopped_and_is_waited_f
         peer.release.clear()
         runner = _runner(tmp_path, peer, spool)
         begun = asyncio.ensure_future(runner.run_begun("t1", "hi"))
-        await _until(lambda: runner.preparing)
+        await kit.until(lambda: runner.preparing)
         await runner.stop()
         settled = asyncio.ensure_future(runner.settled())
         await asyncio.sleep(0.05)
@@ -249,7 +238,7 @@ def test_a_turn_handed_over_after_a_stop_ends_stopped_without_running(tmp_path: 
 
     started, spool, peer = asyncio.run(main())
     assert started == {"started": False} and not mark.exists()
-    assert spool.ends() == [("t1", None, "stopped")] and peer.calls == []  # nothing asked after
+    assert spool.ends() == [("t1", None, "stopped")] and peer.asked == []  # nothing asked after
 
 
 def test_a_begun_turn_runs_once_and_a_repeated_hand_over_does_not_run_it_again(
@@ -260,11 +249,11 @@ def test_a_begun_turn_runs_once_and_a_repeated_hand_over_does_not_run_it_again(
     async def main() -> list[dict[str, Any]]:
         runner = _runner(tmp_path, Adapter(mark, text_arg=3), Spool())
         runner.prefetch()
-        await _until(lambda: _planned(runner))
+        await kit.until(lambda: _planned(runner))
         first = await runner.run_begun("t1", "hello")
         again = await runner.run_begun("t1", "hello")
         assert not runner.idle  # running: the gate says busy
-        await _until(lambda: runner.running is None)
+        await kit.until(lambda: runner.running is None)
         after = await runner.run_begun("t1", "hello")  # it ran here: never again
         return [first, again, after]
 
@@ -292,7 +281,7 @@ def test_the_node_may_begin_a_turn_only_while_the_runner_is_idle(tmp_path: Path,
         elif case == "preparing":
             peer.release.clear()
             begun = asyncio.ensure_future(runner.run_begun("t1", "x"))
-            await _until(lambda: runner.preparing)
+            await kit.until(lambda: runner.preparing)
         elif case == "closing":
             await runner.stop()
         elif case == "undelivered":
@@ -320,7 +309,7 @@ def test_the_gate_is_asked_again_once_an_ended_turn_is_delivered(tmp_path: Path)
         await asyncio.sleep(0.05)
         assert (True, True) not in seen
         spool.delivered.set()
-        await _until(lambda: (True, True) in seen)
+        await kit.until(lambda: (True, True) in seen)
         return seen
 
     assert asyncio.run(main())[-1] == (True, True)
@@ -338,21 +327,21 @@ def test_a_turn_with_its_plan_asked_ahead_asks_nothing_more(tmp_path: Path) -> N
         peer = Adapter(mark, text_arg=3)
         runner = _runner(tmp_path, peer, Spool())
         runner.prefetch()
-        await _until(lambda: _planned(runner))
+        await kit.until(lambda: _planned(runner))
         await runner.run_begun("t1", "-n 'one'")
         await _ran(runner)
         assert mark.read_text() == "-n 'one' "
-        await _until(lambda: _planned(runner))
+        await kit.until(lambda: _planned(runner))
         await runner.run_begun("t2", "two")
         await _ran(runner)
-        await _until(lambda: _planned(runner))
+        await kit.until(lambda: _planned(runner))
         return peer
 
-    assert asyncio.run(main()).calls == [("adapter.turn", None)] * 3
+    assert asyncio.run(main()).asked == [("adapter.turn", None)] * 3
     assert mark.read_text() == "-n 'one' two "
 
 
-async def _unanswered() -> dict[str, Any]:
+async def _unanswered() -> TurnPlan:
     """A plan request that never gets its answer."""
     await asyncio.Event().wait()
     return {}
@@ -378,7 +367,7 @@ def test_a_plan_that_does_not_hold_is_asked_again_with_the_text(
             runner._plan = (runner._plan_key(), asyncio.get_running_loop().time(), never)
         else:
             runner.prefetch()
-            await _until(lambda: _planned(runner))
+            await kit.until(lambda: _planned(runner))
         if why == "another-session":
             runner.spec["provider_session"] = "s2"  # learned since the plan was asked
         if why == "stale":
@@ -387,7 +376,7 @@ def test_a_plan_that_does_not_hold_is_asked_again_with_the_text(
         await _ran(runner)
         return peer
 
-    calls = asyncio.run(main()).calls
+    calls = asyncio.run(main()).asked
     assert ("adapter.turn", "one") in calls
     assert mark.read_text() == "one "
 
@@ -410,10 +399,10 @@ def test_a_refused_plan_refuses_the_next_turns_through_the_gate(
         told: list[int] = []
         runner.on_idle = lambda: told.append(1)
         runner.prefetch()
-        await _until(lambda: bool(told))
+        await kit.until(lambda: bool(told))
         code = runner.refusal.code if runner.refusal else None
         runner.prefetch()  # asked again (the next launch, a turn's end): it holds now
-        await _until(lambda: len(told) == 2)
+        await kit.until(lambda: len(told) == 2)
         return code, len(told), runner.refusal.code if runner.refusal else None
 
     assert asyncio.run(main()) == (refused, 2, None)
@@ -430,7 +419,7 @@ def test_a_plan_replaced_before_its_answer_says_nothing(tmp_path: Path) -> None:
         await asyncio.sleep(0.01)
         runner.prefetch()  # the first is cancelled
         peer.release.set()
-        await _until(lambda: _planned(runner))
+        await kit.until(lambda: _planned(runner))
         await asyncio.sleep(0.01)
         return told
 
@@ -459,7 +448,7 @@ def test_the_catch_up_runs_a_turn_a_dying_node_began(
         peer.latest = latest
         runner = _runner(tmp_path, peer, Spool())
         await runner.catch_up(1)
-        await _until(lambda: runner.running is None)
+        await kit.until(lambda: runner.running is None)
         if runner._task is not None:
             await _ran(runner)
 
@@ -491,7 +480,7 @@ def test_a_repeated_operation_runs_a_node_turn_nobody_handed_over(
         peer.turn = turn
         runner = _runner(tmp_path, peer, Spool())
         first = await runner.adopt("t9", 1)
-        await _until(lambda: runner.running is None)
+        await kit.until(lambda: runner.running is None)
         if runner._task is not None:
             await _ran(runner)
         return [first, await runner.adopt("t9", 1)]

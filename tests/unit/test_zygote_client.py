@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -34,8 +36,13 @@ for n, line in enumerate(sys.stdin):
 """
 
 
-def fake(mode: str, log: Path, **kw: object) -> Zygote:
-    return Zygote([sys.executable, "-c", FAKE, mode, str(log)], **kw)  # type: ignore[arg-type]
+def fake(
+    mode: str,
+    log: Path,
+    policy: RestartPolicy | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Zygote:
+    return Zygote([sys.executable, "-c", FAKE, mode, str(log)], policy, clock)
 
 
 def asked(log: Path) -> list[str]:

@@ -29,10 +29,11 @@ from roost.actors.state import records as r
 from roost.actors.state.records import Record
 from roost.actors.supervisor.terminal import read_transcript
 from roost.adapters.base import key_names
-from roost.adapters.registry import PROVIDERS
 from roost.broker import fields as f
+from roost.broker import messages as msg
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.providers import names
 from roost.suggest import close_matches, did_you_mean
 
 log = structlog.get_logger("roost.node")
@@ -277,23 +278,24 @@ class NodeActor:
         provider = f.req_str(body, "provider", max_len=64)
         mode = f.opt_str(body, "mode", max_len=16) or "pty"
         if mode not in r.MODES:
-            raise RoostError("bad-request", "field 'mode' must be pty or stream", {"field": "mode"})
+            must = " or ".join(r.MODES)
+            raise RoostError("bad-request", f"field 'mode' must be {must}", {"field": "mode"})
         name = f.opt_str(body, "name", max_len=128)
         restore = f.opt_str(body, "restore", max_len=16) or r.NEVER
         if restore not in r.RESTORE_POLICIES:
-            raise RoostError(
-                "bad-request", "field 'restore' must be never or resume", {"field": "restore"}
-            )
+            must = " or ".join(r.RESTORE_POLICIES)
+            raise RoostError("bad-request", f"field 'restore' must be {must}", {"field": "restore"})
         env = f.str_map(body, "env")
         rows = f.opt_int(body, "rows", lo=2, hi=1000) or 40
         cols = f.opt_int(body, "cols", lo=2, hi=1000) or 120
-        if provider not in PROVIDERS:
-            hint = did_you_mean(close_matches(provider, PROVIDERS))
+        known = names()
+        if provider not in known:
+            hint = did_you_mean(close_matches(provider, known))
             raise RoostError(
                 "unknown-provider",
                 f"no adapter for provider {provider!r}{'; ' + hint if hint else ''} "
-                f"(known: {', '.join(sorted(PROVIDERS))})",
-                {"provider": provider, "known": sorted(PROVIDERS)},
+                f"(known: {', '.join(sorted(known))})",
+                {"provider": provider, "known": sorted(known)},
             )
         if f"adapter/{provider}" not in self._registered():  # known, but its host is restarting
             raise RoostError(
@@ -319,12 +321,12 @@ class NodeActor:
             worktree=worktree,
             restore_policy=restore,
         )
-        created = {
-            "kind": "record.created",
-            "record": record.id,
-            "generation": 0,
-            "data": {"name": record.name, "provider": provider, "mode": mode},
-        }
+        created = msg.event(
+            "record.created",
+            record.id,
+            0,
+            {"name": record.name, "provider": provider, "mode": mode},
+        )
         row = record.to_wire()
         row["env"] = env
         row.pop("size")
@@ -363,12 +365,9 @@ class NodeActor:
     async def rename(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         name = r.validate_name(f.req_str(body, "name", max_len=128))
         async with self._locked(f.req_str(body, "id")) as record:
-            event = {
-                "kind": "record.renamed",
-                "record": record.id,
-                "generation": record.generation,
-                "data": {"from": record.name, "to": name},
-            }
+            event = msg.event(
+                "record.renamed", record.id, record.generation, {"from": record.name, "to": name}
+            )
             renamed = await self.sessions.update(record, {"name": name}, events=[event])
         return {"record": renamed.to_wire()}
 

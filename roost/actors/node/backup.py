@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost.actors.runtime.peer import Handler, Peer
+from roost.actors.runtime.caller import Caller
+from roost.actors.runtime.peer import Handler
 from roost.broker import fields as f
 from roost.broker import protocol as p
 
 BACKUP_TIMEOUT_S = 600.0  # a copy runs at disk speed: gigabytes take a while
 
 
-def handler(peer: Peer) -> Handler:
+def handler(peer: Caller) -> Handler:
     """The request handler: ``{path, force?}`` -> ``{path, bytes, last_seq, seconds}``."""
 
     async def backup(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:

@@ -9,15 +9,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from roost.actors.runtime.peer import Handler, Peer
+from roost.actors.runtime.caller import Caller
+from roost.actors.runtime.peer import Handler
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
-from roost.config import VENDORS
+from roost.providers import vendors
 
 DOCTOR_TIMEOUT_S = 55.0
 
 
-async def _one(peer: Peer, provider: str) -> dict[str, Any]:
+async def _one(peer: Caller, provider: str) -> dict[str, Any]:
     try:
         return await peer.call(
             f"adapter/{provider}", "adapter.doctor", {}, timeout=DOCTOR_TIMEOUT_S
@@ -26,11 +27,11 @@ async def _one(peer: Peer, provider: str) -> dict[str, Any]:
         return {"provider": provider, "error": err.to_body(), "findings": []}
 
 
-def handler(peer: Peer) -> Handler:
-    """The request handler: ``{"providers": [report, ...]}`` in ``VENDORS`` order."""
+def handler(peer: Caller) -> Handler:
+    """The request handler: ``{"providers": [report, ...]}`` in ``vendors()`` order."""
 
     async def doctor(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        found = await asyncio.gather(*(_one(peer, prov) for prov in VENDORS))
+        found = await asyncio.gather(*(_one(peer, prov) for prov in vendors()))
         return {"providers": list(found)}
 
     return doctor

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
 from roost.actors.runtime import eager
-from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.caller import Caller
 from roost.broker.errors import REFUSED, TRANSIENT, RoostError
+from roost.broker.messages import AppendReply, Event
 
 log = structlog.get_logger("roost.commit")
 
@@ -36,7 +37,7 @@ def input_body(
     record: str, generation: int, data: dict[str, Any], eid: str, op: str, method: str
 ) -> dict[str, Any]:
     """``state.events.append``'s body for typed input: its event and its operation."""
-    event = {
+    event: Event = {
         "kind": "session.input",
         "record": record,
         "generation": generation,
@@ -89,7 +90,7 @@ async def until_answered(attempt: Callable[[], Awaitable[dict[str, Any]]]) -> di
         await asyncio.sleep(COMMIT_RETRY_S)
 
 
-async def begin_turn(peer: Peer, body: dict[str, Any]) -> dict[str, Any]:
+async def begin_turn(peer: Caller, body: dict[str, Any]) -> dict[str, Any]:
     """``state.turn.begin`` until the store answers. A call that timed out may have been applied,
     so it is repeated with the same turn id, which the store answers once, until the store says
     what became of the turn."""
@@ -121,15 +122,16 @@ class GroupCommit:
     answer for the lot). One input with nothing on its way goes at once, as a plain append.
     Each input keeps ``until_answered``'s rules."""
 
-    def __init__(self, peer: Peer) -> None:
+    def __init__(self, peer: Caller) -> None:
         self.peer = peer
         self._waiting: Waiting = []
         self._sending = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self.sent = 0  # requests to the state store (node.status inputs.commit_requests)
 
-    async def commit(self, body: dict[str, Any]) -> dict[str, Any]:
-        return await until_answered(lambda: self._once(body))
+    async def commit(self, body: dict[str, Any]) -> AppendReply:
+        """``state.events.append`` of ``body``, grouped with what else waits."""
+        return cast(AppendReply, await until_answered(lambda: self._once(body)))
 
     def _once(self, body: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()

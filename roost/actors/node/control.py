@@ -20,8 +20,9 @@ import structlog
 
 from roost.actors.node.claims import DEFAULT_LEASE_MS, NODE, Claims
 from roost.actors.node.sessions import Sessions
+from roost.actors.runtime.caller import Caller
 from roost.actors.runtime.keyed import KeyedLocks
-from roost.actors.runtime.peer import Handler, Peer, Serving
+from roost.actors.runtime.peer import Handler, Serving
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
@@ -48,7 +49,7 @@ def first_outcome(seen: dict[str, Any]) -> dict[str, Any]:
 
 class Control:
     def __init__(
-        self, peer: Peer, sessions: Sessions, clock: Callable[[], float] = time.monotonic
+        self, peer: Caller, sessions: Sessions, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.peer, self.sessions = peer, sessions
         self.claims = Claims(clock)

@@ -58,10 +58,12 @@ from roost.broker.locate import (
     runtime_dir,
     write_node_info,
 )
+from roost.broker.messages import Event
 from roost.broker.policy import check_node_id
 from roost.broker.registry import Registry
 from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
-from roost.config import VENDORS, Config, config_path, load
+from roost.config import Config, config_path, load
+from roost.providers import built_in, vendors
 
 log = structlog.get_logger("roost.daemon")
 
@@ -152,7 +154,8 @@ class Daemon:
             actors[entry.address]["registered"] = True
         for name in ("state",):
             actors[name]["registered"] = self.broker.registry.lookup(name) is not None
-        for provider in VENDORS:  # an adapter is only as usable as its CLI: say when it is missing
+        # an adapter is only as usable as its CLI: say when it is missing
+        for provider in vendors():
             if f"adapter/{provider}" in actors:
                 actors[f"adapter/{provider}"].update(binary(provider, self.config, os.environ))
         return {
@@ -284,7 +287,7 @@ class Daemon:
 
     async def _started(self, peer: Peer) -> None:
         """Append ``node.started``, then publish ``node.json`` for clients."""
-        event = {
+        event: Event = {
             "kind": "node.started",
             "data": {"incarnation": self.incarnation, "pid": os.getpid()},
         }
@@ -302,7 +305,8 @@ class Daemon:
 
     async def _wait_ready(self, peer: Peer) -> None:
         deadline = time.monotonic() + READY_TIMEOUT
-        needed = {"state", "adapter/echo"}
+        # the adapter host serves once its built-in adapters (always offered) are registered
+        needed = {"state", *(f"adapter/{name}" for name in built_in())}
         while not needed <= self.registered() or not peer.registered.is_set():
             if time.monotonic() > deadline:
                 raise RoostError("unavailable", "the node's actors did not start in time")

@@ -21,6 +21,7 @@ from typing import Any
 
 from roost.broker.errors import RoostError
 from roost.broker.limits import INPUT_PENDING_MAX
+from roost.broker.messages import Active
 
 HOLD_WAIT_S = 6.0  # input waits this long for a held gate (a verdict, a catch-up) to open
 FULL_WAIT_S = 5.0  # and this long for an agent to read what it was given
@@ -113,7 +114,7 @@ class Gates:
     def __len__(self) -> int:
         return sum(g.state == "open" for g in self._gates.values())
 
-    def get(self, record_id: str, active: dict[str, Any]) -> Gate | None:
+    def get(self, record_id: str, active: Active) -> Gate | None:
         """The record's gate, if it is its live supervisor's."""
         gate = self._gates.get(record_id)
         if gate is None:

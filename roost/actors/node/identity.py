@@ -32,6 +32,7 @@ from roost.actors.runtime.idlock import hold_node_id, hold_runtime_dir
 from roost.actors.runtime.lock import StateLock
 from roost.actors.state import db, integrity
 from roost.actors.state import records as r
+from roost.broker import messages as msg
 from roost.broker.locate import runtime_dir
 
 log = structlog.get_logger("roost.identity")
@@ -106,11 +107,10 @@ def rename(conn: sqlite3.Connection, node_id: str) -> list[str]:
         for record in db.list_records(conn):
             if record.state not in r.ACTIVE_STATES:
                 continue
-            head = {"record": record.id, "generation": record.generation}
             lost = {"reason": NODE_ID_CHANGED, "interrupted_turns": []}
-            db.append_event(conn, {"kind": "session.lost", **head, "data": lost})
+            db.append_event(conn, msg.event("session.lost", record.id, record.generation, lost))
             moved = {"from": record.state, "to": r.DORMANT}
-            db.append_event(conn, {"kind": "record.state", **head, "data": moved})
+            db.append_event(conn, msg.event("record.state", record.id, record.generation, moved))
             changes = {
                 "state": r.DORMANT,
                 "active": None,

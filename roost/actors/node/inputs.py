@@ -44,8 +44,8 @@ from roost.actors.node.commit import (
 )
 from roost.actors.node.gates import FULL_WAIT_S, HOLD_WAIT_S, Gate, Gates, refusal
 from roost.actors.node.sessions import Sessions
+from roost.actors.runtime.caller import Caller
 from roost.actors.runtime.keyed import KeyedLocks
-from roost.actors.runtime.peer import Peer
 from roost.actors.runtime.process import logged_crash
 from roost.actors.state import records as r
 from roost.adapters.base import key_names
@@ -53,6 +53,7 @@ from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import TRANSIENT, RoostError
 from roost.broker.limits import INPUT_PENDING_MAX
+from roost.broker.messages import Active
 
 log = structlog.get_logger("roost.inputs")
 
@@ -93,7 +94,7 @@ def logged(data: dict[str, Any], withhold: str) -> dict[str, Any]:
     return {"input": data["input"], "length": len(data["text"]), "withheld": withhold}
 
 
-def legacy(active: dict[str, Any]) -> bool:
+def legacy(active: Active) -> bool:
     """A supervisor of an earlier release, which commits forwarded input itself."""
     wire = (active.get("supervisor") or {}).get("wire")
     return not isinstance(wire, int) or wire < COMMITTING_WIRE
@@ -110,7 +111,7 @@ class _Typed:
 
 
 class Inputs:
-    def __init__(self, peer: Peer, sessions: Sessions) -> None:
+    def __init__(self, peer: Caller, sessions: Sessions) -> None:
         self.peer, self.sessions = peer, sessions
         self.gates = Gates()
         self._locks = KeyedLocks()  # one input of a record at a time
@@ -198,7 +199,7 @@ class Inputs:
         if attempt is not None and attempt[0].generation != live:
             attempt[1].cancel()  # the call in flight to the gone supervisor
 
-    async def _open(self, record: r.Record, active: dict[str, Any], size: int) -> Gate:
+    async def _open(self, record: r.Record, active: Active, size: int) -> Gate:
         """The record's gate once it is open for input of ``size`` bytes; waits (bounded) while
         it holds, refuses when it will not open."""
         loop = asyncio.get_running_loop()
@@ -225,7 +226,7 @@ class Inputs:
     async def accept(
         self,
         record: r.Record,
-        active: dict[str, Any],
+        active: Active,
         h: p.Header,
         body: dict[str, Any],
         forward: Callable[[], Awaitable[dict[str, Any]]],
@@ -247,7 +248,7 @@ class Inputs:
     async def _commit(
         self,
         record: r.Record,
-        active: dict[str, Any],
+        active: Active,
         gate: Gate,
         h: p.Header,
         data: dict[str, Any],
@@ -262,7 +263,8 @@ class Inputs:
             committed = await self._group.commit(body)
         finally:
             self.committing -= 1
-        seq = (committed.get("seqs") or [None])[0]
+        seqs = committed.get("seqs")
+        seq = seqs[0] if seqs else None
         if committed.get("duplicate"):
             first = committed.get("op") or {}
             if isinstance(seq, int) and first.get("record") == record.id:
@@ -275,7 +277,7 @@ class Inputs:
         return {"accepted": True, "seq": seq}
 
     async def _begin(
-        self, record: r.Record, active: dict[str, Any], gate: Gate, h: p.Header, text: str
+        self, record: r.Record, active: Active, gate: Gate, h: p.Header, text: str
     ) -> dict[str, Any]:
         """A stream-mode turn: begun (the turn, its event and its operation in one transaction),
         then handed over to run. The gate is busy from now on: one turn at a time."""

@@ -32,6 +32,7 @@ import structlog
 from roost.actors.node.zygote import InDoubt, Unavailable, Zygote
 from roost.actors.supervisor.terminal import write_private
 from roost.broker.interpreter import python_module
+from roost.broker.messages import LaunchSpec
 
 log = structlog.get_logger("roost.launcher")
 
@@ -59,7 +60,7 @@ class Launcher:
     def spec_path(self, instance: str) -> Path:
         return self.runtime_dir / f"spec-{instance}.msgpack"
 
-    def prepare(self, spec: dict[str, Any]) -> Path:
+    def prepare(self, spec: LaunchSpec) -> Path:
         """Write the launch's spec file (nothing reads it until ``start``)."""
         path = self.spec_path(spec["instance_id"])
         write_private(path, msgpack.packb(spec, use_bin_type=True))

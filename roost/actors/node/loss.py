@@ -20,16 +20,17 @@ import signal
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import structlog
 
 from roost.actors.node.launcher import still_running
-from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.caller import Caller
 from roost.actors.state.records import ACTIVE_STATES, Record
 from roost.actors.supervisor.delivery import FACTS, Deliverer, Facts, finished, interrupted_result
 from roost.actors.supervisor.outbox import mark_delivered, pending
 from roost.broker.errors import RoostError
+from roost.broker.messages import Active
 
 log = structlog.get_logger("roost.loss")
 
@@ -49,7 +50,7 @@ class Salvaged:
         return self.learned[-1] if self.learned else None
 
 
-async def salvage_spool(peer: Peer, record: Record, directory: Path) -> Salvaged:
+async def salvage_spool(peer: Caller, record: Record, directory: Path) -> Salvaged:
     """Deliver what a dead supervisor left undelivered."""
     entries = pending(directory)
     salvaged = Salvaged()
@@ -76,8 +77,9 @@ async def salvage_spool(peer: Peer, record: Record, directory: Path) -> Salvaged
     return salvaged
 
 
-def kill_session_processes(active: dict[str, Any]) -> None:
-    for key in ("pid", "agent_pid"):
+def kill_session_processes(active: Active) -> None:
+    keys: tuple[Literal["pid", "agent_pid"], ...] = ("pid", "agent_pid")
+    for key in keys:
         pid = active.get(key)
         if not pid:
             continue
@@ -92,7 +94,7 @@ def kill_session_processes(active: dict[str, Any]) -> None:
 
 
 async def interrupt_turns(
-    peer: Peer, record: Record, reason: str, facts: dict[str, Facts] | None = None
+    peer: Caller, record: Record, reason: str, facts: dict[str, Facts] | None = None
 ) -> list[str]:
     """End the record's running turns ``interrupted``; those whose provider had finished (by the
     salvaged ``facts``) keep what it said. Returns the ids of the turns this ended."""
@@ -115,7 +117,7 @@ def clear_facts(directory: Path) -> None:
 
 
 async def settle_orphans(
-    peer: Peer,
+    peer: Caller,
     sessions_dir: Path,
     registered: set[str],
     locks: Mapping[str, asyncio.Lock],

@@ -16,7 +16,7 @@ operator to restart that session (stop, resume) when it is done.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast, get_args
 
 import structlog
 
@@ -24,12 +24,14 @@ from roost.actors.node.launcher import process_started
 from roost.actors.node.sessions import Sessions
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
+from roost.broker import messages as msg
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.broker.messages import Active, WireReason
 
 log = structlog.get_logger("roost.sessions")
 
-OUTDATED, NEWER = "supervisor-outdated", "supervisor-newer"
+OUTDATED, NEWER = get_args(WireReason)
 WIRE_REASONS = frozenset({OUTDATED, NEWER})
 
 
@@ -76,11 +78,14 @@ class Reports:
             # an agent that exited meanwhile is reported by the supervisor's outbox, in order,
             # under the record's lock; handling it here too would race that report
             if record.state == r.STARTING and not body.get("exited"):
-                active = {
-                    **{k: v for k, v in body.items() if k not in ("roost", "wire")},
-                    "started": process_started(int(body.get("pid") or 0)),
-                    "supervisor": version,
-                }
+                active = cast(
+                    Active,
+                    {
+                        **{k: v for k, v in body.items() if k not in ("roost", "wire")},
+                        "started": process_started(int(body.get("pid") or 0)),
+                        "supervisor": version,
+                    },
+                )
                 if unserved is None:
                     await self.sessions.set_state(record, r.LIVE, active=active)
                 else:
@@ -123,23 +128,20 @@ class Reports:
             await self.sessions.update(record, {"active": active}, expect=expect)
 
     @staticmethod
-    def _wire_event(record: Record, version: dict[str, Any], unserved: str) -> dict[str, Any]:
-        return {
-            "kind": "session.supervisor",
-            "record": record.id,
-            "generation": record.generation,
-            "data": {**version, "reason": unserved, "serves": list(p.SUPERVISOR_WIRES_SERVED)},
-        }
+    def _wire_event(record: Record, version: dict[str, Any], unserved: str) -> msg.Event:
+        return msg.event(
+            "session.supervisor",
+            record.id,
+            record.generation,
+            {**version, "reason": unserved, "serves": list(p.SUPERVISOR_WIRES_SERVED)},
+        )
 
     async def on_exited(self, body: dict[str, Any]) -> dict[str, Any]:
         record = await self._current(body)
         if record.state in r.ACTIVE_STATES:
-            exited = {
-                "kind": "session.exited",
-                "record": record.id,
-                "generation": record.generation,
-                "data": {"exit": body.get("exit")},
-            }
+            exited = msg.event(
+                "session.exited", record.id, record.generation, {"exit": body.get("exit")}
+            )
             await self.sessions.set_state(
                 record,
                 r.DORMANT,
@@ -161,12 +163,7 @@ class Reports:
         record = await self._current(body)
         result = body.get("classification") or {}
         state, reason = result.get("state"), result.get("reason")
-        event = {
-            "kind": "session.classified",
-            "record": record.id,
-            "generation": record.generation,
-            "data": result,
-        }
+        event = msg.event("session.classified", record.id, record.generation, result)
         changes: dict[str, Any] = {"activity": state, "attention": reason}
         if record.attention in WIRE_REASONS:  # stays until a node that serves it re-attaches it
             await self.sessions.update(record, {"activity": state}, events=[event])
@@ -187,12 +184,7 @@ class Reports:
         if record.provider_session == found:
             return {"ok": True}
         data: dict[str, Any] = {"provider_session": found}
-        event = {
-            "kind": "session.identity",
-            "record": record.id,
-            "generation": record.generation,
-            "data": data,
-        }
+        event = msg.event("session.identity", record.id, record.generation, data)
         if record.provider_session is None:
             await self.sessions.update(record, {"provider_session": found}, events=[event])
             return {"ok": True}
@@ -210,12 +202,7 @@ class Reports:
         starts a fresh conversation in its place (``retry_fresh`` is reported, not acted on)."""
         record = await self._current(body)
         verdict = body.get("verdict") or {}
-        event = {
-            "kind": "session.resume",
-            "record": record.id,
-            "generation": record.generation,
-            "data": verdict,
-        }
+        event = msg.event("session.resume", record.id, record.generation, verdict)
         if record.state not in (r.LIVE, r.ATTENTION):
             await self.sessions.update(record, {}, events=[event])
         elif verdict.get("outcome") == "resumed":

@@ -28,11 +28,13 @@ import structlog
 
 from roost.actors.node.known import record_of
 from roost.actors.node.sessions import Sessions
-from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.caller import Caller
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
+from roost.broker import messages as msg
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.broker.messages import Restored
 
 log = structlog.get_logger("roost.restore")
 
@@ -80,7 +82,7 @@ def choose(records: Iterable[Record]) -> tuple[list[Record], list[tuple[Record, 
     return chosen, skipped
 
 
-def outcome(record: Record, verdict: dict[str, Any] | None) -> dict[str, Any]:
+def outcome(record: Record, verdict: dict[str, Any] | None) -> Restored:
     """A resumed record's outcome, from its state once the verdict is in (or did not come)."""
     if verdict and verdict.get("outcome") == "resume_failed":
         return {"outcome": "resume_failed", "reason": verdict.get("reason") or "resume_failed"}
@@ -97,7 +99,7 @@ class Restorer:
 
     def __init__(
         self,
-        peer: Peer,
+        peer: Caller,
         sessions: Sessions,
         pause_s: float,
         registered: Callable[[], Collection[str]],
@@ -148,6 +150,7 @@ class Restorer:
         for i, record in enumerate(batch.records):
             if i and batch.pause_s > 0:
                 await self._sleep(batch.pause_s)
+            result: Restored
             try:
                 result, current = await self._resume(record)
             except RoostError as err:  # the state store is restarting, say: reported, not fatal
@@ -163,7 +166,7 @@ class Restorer:
                 return  # the launch says what is wrong (unreachable)
             await asyncio.sleep(0.05)
 
-    async def _resume(self, wanted: Record) -> tuple[dict[str, Any], Record]:
+    async def _resume(self, wanted: Record) -> tuple[Restored, Record]:
         sessions = self.sessions
         await self._adapter(wanted.provider)
         async with sessions.locks[wanted.id]:
@@ -189,24 +192,22 @@ class Restorer:
         current = await sessions.find(record.id)
         return outcome(current, verdict), current
 
-    async def _report(
-        self, batch: Batch, record: Record, result: dict[str, Any], remaining: int
-    ) -> None:
-        event = {
-            "kind": "record.restored",
-            "record": record.id,
-            "generation": record.generation,
-            "data": {
+    async def _report(self, batch: Batch, record: Record, result: Restored, remaining: int) -> None:
+        event = msg.event(
+            "record.restored",
+            record.id,
+            record.generation,
+            {
                 "batch": batch.id,
                 "trigger": batch.trigger,
                 "name": record.name,
                 **result,
                 "remaining": remaining,
             },
-        }
+        )
         await self.peer.call("state", "state.events.append", {"events": [event]})
 
 
-def _flat(result: dict[str, Any]) -> dict[str, Any]:
+def _flat(result: Restored) -> dict[str, Any]:
     error = result.get("error") or {}
     return {"outcome": result["outcome"], "reason": result.get("reason") or error.get("code")}

@@ -15,7 +15,7 @@ import shutil
 import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -27,31 +27,30 @@ from roost.actors.node.loss import (
     kill_session_processes,
     salvage_spool,
 )
-from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.caller import Caller
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
 from roost.actors.supervisor.terminal import session_dir
+from roost.broker import messages as msg
 from roost.broker.errors import RoostError
+from roost.broker.messages import Event, LaunchSpec, RecordState, TurnPlan
 
 log = structlog.get_logger("roost.sessions")
 
 ATTACH_TIMEOUT = 20.0
 
 
-def state_event(record: Record, state: str, **data: Any) -> dict[str, Any]:
-    return {
-        "kind": "record.state",
-        "record": record.id,
-        "generation": record.generation,
-        "data": {"from": record.state, "to": state, **data},
-    }
+def state_event(record: Record, state: RecordState, **data: Any) -> Event:
+    return msg.event(
+        "record.state", record.id, record.generation, {"from": record.state, "to": state, **data}
+    )
 
 
 class Sessions:
     """Lifecycle operations; ``peer`` is the node actor's broker peer."""
 
     def __init__(
-        self, peer: Peer, launcher: Launcher, state_dir: Path, endpoint: str, token: str
+        self, peer: Caller, launcher: Launcher, state_dir: Path, endpoint: str, token: str
     ) -> None:
         self.peer, self.launcher = peer, launcher
         self.state_dir, self.endpoint, self._token = state_dir, endpoint, token
@@ -78,7 +77,7 @@ class Sessions:
         env: dict[str, str] = reply.get("env") or {}
         return env
 
-    async def create(self, row: dict[str, Any], events: list[dict[str, Any]]) -> Record:
+    async def create(self, row: dict[str, Any], events: list[Event]) -> Record:
         async with self.records.writing(row["id"]):
             reply = await self.peer.call(
                 "state", "state.record.create", {"record": row, "events": events}
@@ -90,8 +89,8 @@ class Sessions:
         record: Record,
         changes: dict[str, Any],
         *,
-        expect: tuple[str, ...] = (),
-        events: list[dict[str, Any]] | None = None,
+        expect: tuple[RecordState, ...] = (),
+        events: list[Event] | None = None,
     ) -> Record:
         async with self.records.writing(record.id):
             reply = await self.peer.call(
@@ -110,10 +109,10 @@ class Sessions:
     async def set_state(
         self,
         record: Record,
-        state: str,
+        state: RecordState,
         *,
-        expect: tuple[str, ...] = (),
-        extra: list[dict[str, Any]] | None = None,
+        expect: tuple[RecordState, ...] = (),
+        extra: list[Event] | None = None,
         **changes: Any,
     ) -> Record:
         event = state_event(record, state)
@@ -123,13 +122,11 @@ class Sessions:
 
     # -- launching -----------------------------------------------------------------------------
 
-    async def plan(
-        self, record: Record, env: dict[str, str], *, resume: str | None
-    ) -> dict[str, Any]:
+    async def plan(self, record: Record, env: dict[str, str], *, resume: str | None) -> TurnPlan:
         """The adapter's launch plan (argv, env, identity); it refuses ``provider-missing`` when
         the CLI's program is not there. A spawn asks before its record exists, so a refusal
         leaves nothing behind (no record to hold the name)."""
-        return await self.peer.call(
+        plan = await self.peer.call(
             f"adapter/{record.provider}",
             "adapter.launch",
             {
@@ -140,6 +137,7 @@ class Sessions:
                 "data_dir": str(self.state_dir / "providers" / record.provider),
             },
         )
+        return cast(TurnPlan, plan)
 
     async def launch(
         self,
@@ -147,7 +145,7 @@ class Sessions:
         env: dict[str, str],
         *,
         resume: str | None,
-        plan: dict[str, Any] | None = None,
+        plan: TurnPlan | None = None,
     ) -> Record:
         """Start a new generation of ``record`` and wait until its supervisor attaches."""
         if plan is None:
@@ -192,12 +190,12 @@ class Sessions:
                 "state.events.append",
                 {
                     "events": [
-                        {
-                            "kind": "session.identity",
-                            "record": record.id,
-                            "generation": generation,
-                            "data": {"provider_session": identity},
-                        }
+                        msg.event(
+                            "session.identity",
+                            record.id,
+                            generation,
+                            {"provider_session": identity},
+                        )
                     ]
                 },
             )
@@ -256,13 +254,13 @@ class Sessions:
     def _spec(
         self,
         record: Record,
-        plan: dict[str, Any],
+        plan: TurnPlan,
         env: dict[str, str],
         instance: str,
         resume: bool,
         generation: int,
         identity: str | None,
-    ) -> dict[str, Any]:
+    ) -> LaunchSpec:
         return {
             "record_id": record.id,
             "generation": generation,
@@ -305,12 +303,9 @@ class Sessions:
                 await self.set_state(stopping, record.state)  # still running: say so
                 raise
             return await self.lost(stopping, reason=err.code)
-        exited = {
-            "kind": "session.exited",
-            "record": record.id,
-            "generation": record.generation,
-            "data": {"exit": reply.get("exit")},
-        }
+        exited = msg.event(
+            "session.exited", record.id, record.generation, {"exit": reply.get("exit")}
+        )
         return await self.set_state(
             stopping,
             r.DORMANT,
@@ -340,23 +335,18 @@ class Sessions:
             identity = {"provider_session": learned}
         interrupted = await interrupt_turns(self.peer, record, reason, salvaged.facts)
         clear_facts(directory)
-        lost = {
-            "kind": "session.lost",
-            "record": record.id,
-            "generation": record.generation,
-            "data": {"reason": reason, "interrupted_turns": interrupted},
-        }
+        lost = msg.event(
+            "session.lost",
+            record.id,
+            record.generation,
+            {"reason": reason, "interrupted_turns": interrupted},
+        )
         log.warning("session-lost", record=record.id, reason=reason)
         extra = [lost]
         if identity:
             extra.insert(
                 0,
-                {
-                    "kind": "session.identity",
-                    "record": record.id,
-                    "generation": record.generation,
-                    "data": identity,
-                },
+                msg.event("session.identity", record.id, record.generation, identity),
             )
         return await self.set_state(
             record,
@@ -371,7 +361,11 @@ class Sessions:
 
     async def forget(self, record: Record) -> Record:
         r.check_forget(record)
-        event = {"kind": "record.forgotten", "record": record.id, "data": {"name": record.name}}
+        event: Event = {
+            "kind": "record.forgotten",
+            "record": record.id,
+            "data": {"name": record.name},
+        }
         async with self.records.writing(record.id):
             reply = await self.peer.call(
                 "state",

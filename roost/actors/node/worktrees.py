@@ -20,6 +20,7 @@ from typing import Any
 
 from roost.actors.state.records import Record
 from roost.broker.errors import RoostError
+from roost.broker.messages import Worktree
 
 GIT_TIMEOUT_S = 30.0
 PATCH_LIMIT = 512 * 1024  # characters of patch text in a diff reply; the rest is cut (truncated)
@@ -104,7 +105,7 @@ async def toplevel(path: str) -> tuple[str, str]:
     return lines[0], (lines[1] if len(lines) > 1 else "")
 
 
-async def create(path: str, branch: str) -> tuple[dict[str, Any], str]:
+async def create(path: str, branch: str) -> tuple[Worktree, str]:
     """A new worktree of the repository holding ``path``, on the new ``branch`` from HEAD.
     Returns the record's ``worktree`` and the directory the session runs in (``path``'s place
     inside the new worktree)."""
@@ -132,11 +133,11 @@ async def create(path: str, branch: str) -> tuple[dict[str, Any], str]:
         raise RoostError("worktree-failed", f"{target} already exists", {"path": str(target)})
     target.parent.mkdir(parents=True, exist_ok=True)
     await git(repo, "worktree", "add", "-b", branch, str(target), base)
-    worktree = {"repo": repo, "path": str(target), "branch": branch, "base": base}
+    worktree: Worktree = {"repo": repo, "path": str(target), "branch": branch, "base": base}
     return worktree, str(target / inside) if inside else str(target)
 
 
-async def discard_unless_kept(worktree: dict[str, Any], found: Awaitable[object]) -> None:
+async def discard_unless_kept(worktree: Worktree, found: Awaitable[object]) -> None:
     """A spawn that failed: its fresh worktree (and branch) goes unless its record was kept
     (``found``, the record's lookup, answers); a kept ``failed`` record keeps it for ``forget
     --remove-worktree``."""
@@ -151,7 +152,7 @@ async def discard_unless_kept(worktree: dict[str, Any], found: Awaitable[object]
     await git(repo, "branch", "-D", str(worktree["branch"]), check=False)
 
 
-def of(record: Record) -> dict[str, Any]:
+def of(record: Record) -> Worktree:
     """The record's worktree, or ``no-worktree``."""
     if record.worktree is None:
         raise RoostError(
@@ -162,7 +163,7 @@ def of(record: Record) -> dict[str, Any]:
     return record.worktree
 
 
-async def uncommitted(worktree: dict[str, Any]) -> list[str]:
+async def uncommitted(worktree: Worktree) -> list[str]:
     """``git status --porcelain`` of the worktree: one ``XY path`` line per file not committed
     (untracked files included)."""
     _, out, _ = await git(
@@ -171,7 +172,7 @@ async def uncommitted(worktree: dict[str, Any]) -> list[str]:
     return [line for line in out.splitlines() if line.strip()]
 
 
-async def remove(worktree: dict[str, Any]) -> dict[str, Any]:
+async def remove(worktree: Worktree) -> dict[str, Any]:
     """Remove a clean worktree (its branch and commits stay in the repository); refused with
     ``worktree-dirty`` naming what is uncommitted. A worktree directory already gone is pruned."""
     repo, path = str(worktree["repo"]), str(worktree["path"])
@@ -212,7 +213,7 @@ def _prune_empty(directory: Path, top: Path) -> None:
         directory = directory.parent
 
 
-async def diff(worktree: dict[str, Any]) -> dict[str, Any]:
+async def diff(worktree: Worktree) -> dict[str, Any]:
     """What the session changed against its base: commits since, every file changed (committed or
     not, untracked included) and one patch of it all."""
     path, base = str(worktree["path"]), str(worktree["base"])

@@ -18,9 +18,11 @@ import operator
 import sqlite3
 import struct
 import time
-from typing import Any
+from typing import Any, cast
 
 import msgpack
+
+from roost.broker.messages import Event
 
 REPLY_BUDGET = 4 * 1024 * 1024  # bytes of events in one reply: half the 8-MiB frame limit
 _PAGE_SQL = "SELECT seq, packed FROM events WHERE seq > ?{} ORDER BY seq LIMIT ?"
@@ -39,7 +41,7 @@ _SEQ32_KEY = _SEQ_KEY + b"\xce"
 _FIRST_10 = operator.itemgetter(slice(0, _SEQ32.size))
 
 
-def append_event(conn: sqlite3.Connection, event: dict[str, Any]) -> dict[str, Any]:
+def append_event(conn: sqlite3.Connection, event: Event) -> Event:
     """Append one event, stored as the bytes ``events.since`` will send; an ``eid`` already in
     the log makes this a no-op (``duplicate``). The seq is given here (the store is the only
     writer, inside its transaction) because the stored bytes hold it."""
@@ -47,7 +49,7 @@ def append_event(conn: sqlite3.Connection, event: dict[str, Any]) -> dict[str, A
     if eid:
         row = conn.execute("SELECT * FROM events WHERE eid=?", (eid,)).fetchone()
         if row is not None:
-            return {**row_event(row), "duplicate": True}
+            return cast(Event, {**row_event(row), "duplicate": True})
     seq, ts = last_seq(conn) + 1, time.time()
     data = event.get("data") or {}
     kind, record, generation = event["kind"], event.get("record"), event.get("generation")

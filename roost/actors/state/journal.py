@@ -7,7 +7,7 @@ interrupted) exactly once, its operation following it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from roost.actors.runtime.peer import Serving
 from roost.actors.state import db
@@ -16,17 +16,18 @@ from roost.actors.state.writer import Writer
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.broker.messages import Event
 
 
-def check_events(body: dict[str, Any]) -> list[dict[str, Any]]:
+def check_events(body: dict[str, Any]) -> list[Event]:
     raw = body.get("events") or []
     if not isinstance(raw, list):
         raise RoostError("bad-request", "field 'events' must be a list", {"field": "events"})
-    out = []
+    out: list[Event] = []
     for item in raw:
         if not isinstance(item, dict) or item.get("kind") not in p.EVENT_KINDS:
             raise RoostError("bad-request", "each event needs a known 'kind'", {"field": "events"})
-        out.append(item)
+        out.append(cast(Event, item))  # checked: a map with a known kind
     return out
 
 
@@ -76,7 +77,7 @@ class Journal:
         if op is None:
             raise RoostError("bad-request", "field 'op' is required", {"field": "op"})
 
-        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def mutation() -> tuple[dict[str, Any], list[Event]]:
             db.put_op(self.store.conn, op)
             return {"op": db.get_op(self.store.conn, op["id"])}, []
 
@@ -93,7 +94,7 @@ class Journal:
         op = check_op(body)
         events = check_events(body)
 
-        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def mutation() -> tuple[dict[str, Any], list[Event]]:
             if (again := db.get_turn(self.store.conn, turn["id"])) is not None:
                 # a repeated begin (the first one's reply was lost): what became of the turn
                 eid = next((e.get("eid") for e in events if e.get("eid")), None)
@@ -117,14 +118,14 @@ class Journal:
         result = f.opt_map(body, "result")
         events = check_events(body)
 
-        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def mutation() -> tuple[dict[str, Any], list[Event]]:
             return self.end_turn(turn_id, state, result, events)
 
         return await self.store.write(mutation)
 
     def end_turn(
-        self, turn_id: str, state: str, result: dict[str, Any], events: list[dict[str, Any]]
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        self, turn_id: str, state: str, result: dict[str, Any], events: list[Event]
+    ) -> tuple[dict[str, Any], list[Event]]:
         turn = db.get_turn(self.store.conn, turn_id)
         if turn is None or not db.end_turn(self.store.conn, turn_id, state, result):
             return {"ended": False, "turn": turn}, []
@@ -143,7 +144,7 @@ class Journal:
                     "result": {"turn": turn_id, "status": state, **result},
                 },
             )
-        status = {
+        status: Event = {
             "kind": "session.turn",
             "record": turn["record"],
             "generation": turn["generation"],
@@ -156,7 +157,7 @@ class Journal:
     async def _turn_interrupt(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record_id, reason = f.req_str(body, "record"), f.opt_str(body, "reason") or "lost"
 
-        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def mutation() -> tuple[dict[str, Any], list[Event]]:
             ended, published = [], []
             for turn in db.running_turns(self.store.conn, record_id):
                 _, events = self.end_turn(turn["id"], "interrupted", {"reason": reason}, [])

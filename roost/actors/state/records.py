@@ -8,25 +8,26 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from roost.broker.errors import RoostError
-
-STARTING, LIVE, STOPPING, DORMANT, ATTENTION, FAILED = (
-    "starting",
-    "live",
-    "stopping",
-    "dormant",
-    "attention",
-    "failed",
+from roost.broker.messages import (
+    Active,
+    ClassificationState,
+    Mode,
+    RecordState,
+    RestorePolicy,
+    Worktree,
 )
-STATES = (STARTING, LIVE, STOPPING, DORMANT, ATTENTION, FAILED)
+from roost.providers import MODES as MODES
+from roost.providers import NEVER as NEVER
+from roost.providers import RESTORE_POLICIES as RESTORE_POLICIES
+from roost.providers import RESUME as RESUME
+
+STATES: tuple[RecordState, ...] = get_args(RecordState)
+STARTING, LIVE, STOPPING, DORMANT, ATTENTION, FAILED = STATES
 # States in which a supervisor process may exist for the record.
 ACTIVE_STATES = frozenset({STARTING, LIVE, STOPPING, ATTENTION})
-MODES = ("pty", "stream")
-# What `node up` does with a record that was live when the machine went down (spawn --restore).
-NEVER, RESUME = "never", "resume"
-RESTORE_POLICIES = (NEVER, RESUME)
 
 
 def new_record_id() -> str:
@@ -40,18 +41,18 @@ class Record:
     id: str
     name: str | None
     provider: str
-    mode: str
+    mode: Mode
     cwd: str
     workspace_id: str | None = None
-    state: str = STARTING
+    state: RecordState = STARTING
     generation: int = 0
     provider_session: str | None = None
-    active: dict[str, Any] | None = None
-    activity: str | None = None
+    active: Active | None = None
+    activity: ClassificationState | None = None
     attention: str | None = None
     last_exit: dict[str, Any] | None = None
-    restore_policy: str = NEVER
-    worktree: dict[str, Any] | None = None  # spawn --worktree: {repo, path, branch, base}
+    restore_policy: RestorePolicy = NEVER
+    worktree: Worktree | None = None  # spawn --worktree
     env: dict[str, str] = field(default_factory=dict)
     rows: int = 40
     cols: int = 120
@@ -101,7 +102,7 @@ def check_forget(record: Record) -> None:
         )
 
 
-def check_live(record: Record) -> dict[str, Any]:
+def check_live(record: Record) -> Active:
     """The active session address of a record that can take runtime requests."""
     if record.state not in (LIVE, ATTENTION) or record.active is None:
         raise RoostError(

@@ -18,7 +18,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import structlog
 import zmq.asyncio
@@ -42,6 +42,7 @@ from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 from roost.broker.limits import check_limit
+from roost.broker.messages import Event
 
 log = structlog.get_logger("roost.state")
 
@@ -49,7 +50,7 @@ BATCH = 64
 TRIM_EVERY_S = 1.0
 
 
-def event_topic(event: dict[str, Any]) -> str:
+def event_topic(event: Event) -> str:
     return f"e/{event.get('record') or 'node'}/{event['kind']}"
 
 
@@ -137,7 +138,7 @@ class StateStore:
             if events:
                 self._grown.set()
             for event in events:
-                self.peer.publish(event_topic(event), event)
+                self.peer.publish(event_topic(event), cast(dict[str, Any], event))
             if future.done():
                 continue
             if isinstance(result, RoostError):
@@ -147,8 +148,8 @@ class StateStore:
 
     def _apply(
         self, batch: list[tuple[Mutation, asyncio.Future[dict[str, Any]]]]
-    ) -> list[tuple[asyncio.Future[dict[str, Any]], Any, list[dict[str, Any]]]]:
-        outcomes: list[tuple[asyncio.Future[dict[str, Any]], Any, list[dict[str, Any]]]] = []
+    ) -> list[tuple[asyncio.Future[dict[str, Any]], Any, list[Event]]]:
+        outcomes: list[tuple[asyncio.Future[dict[str, Any]], Any, list[Event]]] = []
         self.conn.execute("BEGIN IMMEDIATE")
         for mutation, future in batch:
             self.conn.execute("SAVEPOINT op")
@@ -187,7 +188,7 @@ class StateStore:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._grown.wait(), max(0.0, self._ops_due - self.clock()))
 
-    def trim_step(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def trim_step(self) -> tuple[dict[str, Any], list[Event]]:
         """Delete one chunk of events past the limit and, every ``OPS_EVERY_S``, the operation
         ids older than ``OPS_KEEP_S``. Nothing is published: retention is not an event."""
         now, ops = self.clock(), 0
@@ -209,7 +210,7 @@ class StateStore:
         self._queue.put_nowait((mutation, future))
         return future
 
-    def append(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def append(self, events: list[Event]) -> list[Event]:
         """Append; returns only the events newly written (re-sent spooled ones are skipped)."""
         written = [db.append_event(self.conn, e) for e in events]
         return [e for e in written if not e.get("duplicate")]
@@ -230,10 +231,10 @@ class StateStore:
     async def _workspace_add(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         path, name = f.req_str(body, "path"), f.opt_str(body, "name", max_len=128)
 
-        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def mutation() -> tuple[dict[str, Any], list[Event]]:
             before = db.find_workspace(self.conn, path)
             ws, change = db.add_workspace(self.conn, path, name)
-            events = []
+            events: list[Event] = []
             if change == "added":
                 events = [{"kind": "workspace.added", "data": ws}]
             elif change == "renamed" and before is not None:
@@ -254,7 +255,7 @@ class StateStore:
         record = Record.from_row(f.opt_map(body, "record"))
         events = check_events(body)
 
-        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def mutation() -> tuple[dict[str, Any], list[Event]]:
             record.created = record.updated = time.time()
             db.insert_record(self.conn, record)
             return {"record": record.to_wire()}, self.append(events)
@@ -268,7 +269,7 @@ class StateStore:
         expect_generation = f.opt_int(body, "expect_generation")
         events = check_events(body)
 
-        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def mutation() -> tuple[dict[str, Any], list[Event]]:
             current = expect_state(db.get_record(self.conn, record_id), expect_states)
             if expect_generation is not None and current.generation != expect_generation:
                 raise RoostError(
@@ -298,7 +299,7 @@ class StateStore:
         expect_states = f.str_list(body, "expect_states")
         events = check_events(body)
 
-        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def mutation() -> tuple[dict[str, Any], list[Event]]:
             current = expect_state(db.get_record(self.conn, record_id), expect_states)
             db.delete_record(self.conn, record_id)
             return {"record": current.to_wire()}, self.append(events)
@@ -347,7 +348,7 @@ class StateStore:
         events = check_events(body)
         op = check_op(body)
 
-        def mutation() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def mutation() -> tuple[dict[str, Any], list[Event]]:
             if events and (again := _repeated(self.conn, events)) is not None:
                 return {"seqs": again, "repeated": True}, []
             if op is not None and (seen := db.get_op(self.conn, op["id"])) is not None:
@@ -383,7 +384,7 @@ class StateStore:
         return p.Packed(db.packed_map(head, "events", events))
 
 
-def _repeated(conn: sqlite3.Connection, events: list[dict[str, Any]]) -> list[int] | None:
+def _repeated(conn: sqlite3.Connection, events: list[Event]) -> list[int] | None:
     """The seqs of ``events`` when the first one's ``eid`` is in the log (they were appended
     together, so all of them are), else None."""
     eid = events[0].get("eid")

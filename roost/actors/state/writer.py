@@ -8,7 +8,9 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, Protocol
 
-Mutation = Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]]
+from roost.broker.messages import Event
+
+Mutation = Callable[[], tuple[dict[str, Any], list[Event]]]
 
 
 class Writer(Protocol):
@@ -18,6 +20,6 @@ class Writer(Protocol):
         """Queue ``mutation`` for the next committed batch; its reply once it is durable."""
         ...
 
-    def append(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def append(self, events: list[Event]) -> list[Event]:
         """Inside a mutation: append events; only those newly written come back."""
         ...

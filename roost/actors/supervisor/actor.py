@@ -47,6 +47,7 @@ from roost.actors.supervisor.turns import TurnRunner
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
+from roost.broker.messages import LaunchSpec, OutboxEntry
 
 log = structlog.get_logger("roost.supervisor")
 
@@ -58,7 +59,7 @@ VERSION = {"roost": __version__, "wire": p.SUPERVISOR_WIRE}
 class Supervisor:
     """The actor; ``spec`` is what the node wrote for this launch."""
 
-    def __init__(self, spec: dict[str, Any], peer: Peer, stop: asyncio.Event) -> None:
+    def __init__(self, spec: LaunchSpec, peer: Peer, stop: asyncio.Event) -> None:
         self.spec, self.peer, self._stop = spec, peer, stop
         self.tasks = Tasks(on_crash=lambda _: stop.set())  # its long-lived ones: see serve
         self.record_id: str = spec["record_id"]
@@ -102,7 +103,7 @@ class Supervisor:
             "instance": self.instance_id,
         }
 
-    def _stamp(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def _stamp(self, entry: OutboxEntry) -> OutboxEntry:
         return {**entry, "record": self.record_id, "generation": self.generation}
 
     # -- the agent -----------------------------------------------------------------------------
@@ -321,7 +322,7 @@ class Supervisor:
             await self.agent.terminate(grace)
 
 
-async def serve(spec: dict[str, Any], stop: asyncio.Event) -> None:
+async def serve(spec: LaunchSpec, stop: asyncio.Event) -> None:
     ctx = zmq.asyncio.Context()
     peer = Peer(
         ctx,

@@ -18,10 +18,11 @@ from typing import Any
 
 import msgpack
 
-from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.caller import Caller
 from roost.broker.errors import TRANSIENT, RoostError, write_refused
+from roost.broker.messages import OutboxEntry
 
-Entry = dict[str, Any]
+Entry = OutboxEntry
 Facts = dict[str, Any]
 FACTS = "turn-facts.bin"
 
@@ -76,7 +77,7 @@ class Deliverer:
 
     def __init__(
         self,
-        peer: Peer,
+        peer: Caller,
         provider: str,
         instance: str,
         on_events: Any = None,

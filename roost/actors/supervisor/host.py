@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.caller import Link
 from roost.actors.supervisor.outbox import Outbox
 from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.actors.supervisor.pty_backend import ExitStatus
 from roost.actors.supervisor.terminal import Terminal
 from roost.actors.supervisor.turns import TurnRunner
 from roost.broker import protocol as p
+from roost.broker.messages import LaunchSpec
 
 
 class Checks(Protocol):
@@ -29,12 +30,11 @@ class Checks(Protocol):
 
 
 class Session(Protocol):
-    spec: dict[str, Any]
+    spec: LaunchSpec
     record_id: str
     generation: int
     instance_id: str
     provider: str
-    peer: Peer
     term: Terminal
     outbox: Outbox
     agent: PtyAgent | None
@@ -43,6 +43,9 @@ class Session(Protocol):
     identity: str | None
     launched_at: float
     classification: dict[str, Any]  # the adapter's last verdict on the screen ({} before one)
+
+    @property
+    def peer(self) -> Link: ...
 
     @property
     def checks(self) -> Checks: ...

@@ -16,16 +16,17 @@ import errno
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import structlog
 
 from roost.broker.errors import TRANSIENT, RoostError
+from roost.broker.messages import OutboxEntry
 
 log = structlog.get_logger("roost.outbox")
 
-Entry = dict[str, Any]
+Entry = OutboxEntry
 Deliver = Callable[[Entry], Awaitable[None]]
 SPOOL, ACK = "spool.bin", "spool.ack"
 
@@ -46,10 +47,10 @@ def pending(directory: Path) -> list[Entry]:
         return []
     unpacker = msgpack.Unpacker(raw=False)
     unpacker.feed(data)
-    entries = []
+    entries: list[dict[str, Any]] = []
     with contextlib.suppress(ValueError, msgpack.OutOfData):
         entries = [e for e in unpacker if isinstance(e, dict) and e.get("n", 0) > acked]
-    return entries
+    return cast("list[Entry]", entries)
 
 
 def mark_delivered(directory: Path, n: int) -> None:

@@ -24,6 +24,7 @@ import structlog
 
 from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor.pty_backend import ExitStatus, PtyBackend, spawn_pty
+from roost.broker.messages import LaunchSpec
 
 log = structlog.get_logger("roost.pty")
 
@@ -34,7 +35,7 @@ WATCH_S = 1.0  # where there is no pidfd (not Linux, or a kernel before 5.3)
 class PtyAgent:
     def __init__(
         self,
-        spec: dict[str, Any],
+        spec: LaunchSpec,
         on_output: Callable[[bytes], None],
         on_exit: Callable[[ExitStatus], None],
     ) -> None:

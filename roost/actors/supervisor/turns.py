@@ -18,16 +18,17 @@ import asyncio
 import collections
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
+from roost.actors.runtime.caller import Caller
 from roost.actors.runtime.lines import LINE_CAP, Lines
-from roost.actors.runtime.peer import Peer
 from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor.outbox import Outbox
 from roost.actors.supervisor.terminal import Terminal, Transcript
 from roost.broker.errors import TRANSIENT, RoostError
+from roost.broker.messages import LaunchSpec, OutboxEntry, TurnPlan
 
 log = structlog.get_logger("roost.turns")
 CHUNK = 65536
@@ -44,9 +45,9 @@ def _quiet(task: asyncio.Task[Any]) -> None:
 class TurnRunner:
     def __init__(
         self,
-        peer: Peer,
+        peer: Caller,
         outbox: Outbox,
-        spec: dict[str, Any],
+        spec: LaunchSpec,
         term: Terminal,
         transcript: Transcript,
     ) -> None:
@@ -61,7 +62,7 @@ class TurnRunner:
         self._settled = asyncio.Event()  # clear while a begun turn's command is being asked
         self._settled.set()
         # the next turn's plan: (provider session and first, when asked, the call)
-        self._plan: tuple[tuple[Any, ...], float, asyncio.Task[dict[str, Any]]] | None = None
+        self._plan: tuple[tuple[Any, ...], float, asyncio.Task[TurnPlan]] | None = None
         self._ran: collections.deque[str] = collections.deque(maxlen=16)  # turns ended here
         self.on_idle: Callable[[], None] | None = None  # a turn ended and was delivered
         self.refusal: RoostError | None = None  # why the next turn cannot run (its plan said)
@@ -173,7 +174,7 @@ class TurnRunner:
         task.add_done_callback(self._planned)
         self._plan = (self._plan_key(), loop.time(), task)
 
-    def _planned(self, task: asyncio.Task[dict[str, Any]]) -> None:
+    def _planned(self, task: asyncio.Task[TurnPlan]) -> None:
         """A prefetch answered: a refusal that no retry changes (no headless mode, no provider
         session to resume) refuses the next turns before they are accepted (the gate says it)."""
         if task.cancelled():
@@ -192,11 +193,11 @@ class TurnRunner:
         if self.running is None:
             self.prefetch()
 
-    def _ask_again(self, refused: asyncio.Task[dict[str, Any]]) -> None:
+    def _ask_again(self, refused: asyncio.Task[TurnPlan]) -> None:
         if self._plan is not None and self._plan[2] is refused and self.running is None:
             self.prefetch()
 
-    def _plan_for(self, text: str) -> dict[str, Any] | None:
+    def _plan_for(self, text: str) -> TurnPlan | None:
         """The prefetched plan with ``text`` in it, if it was answered for this turn (same
         provider session, same first-or-not) under ``PLAN_FRESH_S`` ago and holds for any text;
         None otherwise: the command is then asked for with the text (a plan still on its way is
@@ -219,7 +220,7 @@ class TurnRunner:
         argv[at] = text
         return {**plan, "argv": argv}
 
-    async def _ask_plan(self, text: str | None) -> dict[str, Any]:
+    async def _ask_plan(self, text: str | None) -> TurnPlan:
         """``adapter.turn``: the command of a turn of ``text``, or (None) a plan for any text."""
         spec = self.spec
         body = {
@@ -232,12 +233,10 @@ class TurnRunner:
         }
         if text is not None:
             body["text"] = text
-        plan: dict[str, Any] = await self.peer.call(
-            f"adapter/{spec['provider']}", "adapter.turn", body
-        )
-        return plan
+        plan = await self.peer.call(f"adapter/{spec['provider']}", "adapter.turn", body)
+        return cast(TurnPlan, plan)
 
-    async def _run(self, turn_id: str, text: str, plan: dict[str, Any]) -> None:
+    async def _run(self, turn_id: str, text: str, plan: TurnPlan) -> None:
         """The accepted turn's process, to its end."""
         spec = self.spec
         env = {**spec["env"], **(plan.get("env") or {})}
@@ -266,7 +265,7 @@ class TurnRunner:
         self.term.feed(data)
 
     def _line(self, turn_id: str, line: bytes, stream: str, cut: bool) -> None:
-        entry = {
+        entry: OutboxEntry = {
             "t": "line",
             "turn": turn_id,
             "stream": stream,
