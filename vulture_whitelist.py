@@ -5,25 +5,6 @@
 # and add only the ones that are used after all, under the heading that says how.
 # ruff: noqa
 
-# -- called by name: the state store's handlers, "state.<name>" -> self._<name with _ for .> --
-_._workspace_add  # roost/actors/state/store.py
-_._workspace_list
-_._workspace_find
-_._record_create
-_._record_update
-_._record_get
-_._record_find
-_._record_list
-_._record_delete
-_._events_since
-_._op_get  # roost/actors/state/journal.py
-_._op_put
-_._turn_begin
-_._turn_interrupt
-_._turn_orphans
-_._turn_get
-_._turn_latest
-
 # -- called by name: the CLI's lazily loaded groups ("roost.cli.main:_node") --
 _node  # roost/cli/main.py
 _hub

@@ -16,7 +16,7 @@ import structlog
 import zmq.asyncio
 
 from roost.actors.runtime.lines import LINE_CAP
-from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.peer import Peer, Serving
 from roost.actors.runtime.process import (
     child_args,
     run_until,
@@ -60,17 +60,17 @@ class AdapterActor:
     def __init__(self, adapter: Adapter, peer: Peer, cfg: Config | None = None) -> None:
         self.adapter, self.peer = adapter, peer
         self.config = cfg or Config(*config_path({}))  # the file's provider bin and env
-        peer.handlers.update(
-            {
-                "adapter.launch": self.launch,
-                "adapter.classify": self.classify,
-                "adapter.identity": self.identity,
-                "adapter.turn": self.turn,
-                "adapter.parse": self.parse,
-                "adapter.verify_resume": self.verify_resume,
-                "adapter.doctor": self.doctor,
-            }
-        )
+        handlers: dict[str, Serving] = {
+            "adapter.launch": self.launch,
+            "adapter.classify": self.classify,
+            "adapter.identity": self.identity,
+            "adapter.turn": self.turn,
+            "adapter.parse": self.parse,
+            "adapter.verify_resume": self.verify_resume,
+            "adapter.doctor": self.doctor,
+        }
+        p.check_served(p.ADAPTER, handlers)  # the table of methods says what it serves
+        peer.handlers.update(handlers)
 
     @staticmethod
     def _context(body: dict[str, Any]) -> LaunchContext:

@@ -3,11 +3,12 @@
 A request travels as two frames, ``[header, body]``, each one msgpack map. The header is small and
 holds everything the broker needs to route (kind, request id, method, target); the body is only
 decoded by the actor that serves the method. docs/PROTOCOL.md is the normative description; the
-catalogue below (``CLIENT_METHODS``, ``EVENT_KINDS``) is checked against it by a test.
+catalogue below (``METHODS``, ``EVENT_KINDS``) is checked against it by tests.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,41 +57,263 @@ PUBLISH = "publish"
 NOTIFY = "notify"
 KINDS = frozenset({REQUEST, RESPONSE, ERROR, EVENT, HELLO, PING, PONG, PUBLISH, NOTIFY})
 
-# Methods a client may call (target ``node`` unless stated), with a one-line summary.
-CLIENT_METHODS: dict[str, str] = {
-    "initialize": "negotiate the protocol version and authenticate (served by the broker)",
-    "node.status": "node id, incarnation, pid, endpoints, actors and their health",
-    "node.shutdown": "stop the node daemon; live sessions keep running",
-    "node.doctor": "check each provider CLI in the node's environment: found, version, login",
-    "node.backup": "copy the state database to a new file while the node serves (operator)",
-    "workspace.add": "register a directory as a workspace",
-    "workspace.list": "list the registered workspaces",
-    "session.spawn": "create a record and launch a fresh session of a provider",
-    "session.list": "list the records",
-    "session.show": "one record, optionally with the current screen",
-    "session.prompt": "type text into the session and submit it",
-    "session.input": "type raw text into the session, no submit",
-    "session.key": "press named keys (enter, escape, interrupt, arrows, ...)",
-    "session.resize": "resize the session's terminal",
-    "session.rename": "change a record's display name",
-    "session.stop": "stop the live session; the record becomes dormant",
-    "session.resume": "cold-resume a dormant record by its provider session id",
-    "session.forget": "delete a record that is not live",
-    "session.restore": "cold-resume, one at a time, every dormant record whose policy is resume",
-    "session.transcript": "read the session's raw terminal output by byte offset",
-    "session.diff": "what a session in a worktree changed against its base (spawn worktree)",
-    "session.turn": "start a stream-mode turn: a headless provider run in the same conversation",
-    "session.turn.wait": "wait for a turn (default the latest) to end",
-    "session.claim": "claim a session for control; returns a grant with a lease",
-    "session.release": "release a claim",
-    "node.claim": "take the node's controller lease: node-wide mutations then need its grant",
-    "node.release": "release the node's controller lease",
-    "operation.lookup": "an operation id's outcome: accepted, terminal, interrupted or unknown",
-    "events.since": "durable events after a sequence number",
-    "hub.status": "a hub's incarnation, pid, uptime and linked nodes (served by a hub)",
-    "hub.nodes": "the nodes linked to a hub now (served by a hub)",
-    "hub.shutdown": "stop the hub; nodes and their sessions run on (served by a hub)",
+OPERATOR, OBSERVER = "operator", "observer"
+ANYONE = (OPERATOR, OBSERVER)
+
+# Who answers a method: the broker itself, the node actor, a hub's actor, and (internal) the
+# state store, a provider's adapter host (``adapter/<provider>``), a session's supervisor.
+BROKER, NODE, HUB = "broker", "node", "hub"
+STATE, ADAPTER, SUPERVISOR = "state", "adapter", "supervisor"
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    """One wire method and everything the code decides by its name. Each method is declared once,
+    in ``METHODS``; every set of method names the broker, the node and the hub act on is derived
+    from that table (``CLIENT_METHODS``, ``READ_METHODS``, ``MUTATING``, ``NODE_WIDE``, ...)."""
+
+    name: str
+    summary: str
+    served_by: tuple[str, ...] = (NODE,)
+    client: bool = True  # a client may call it; False: internal, between actors (section 9)
+    roles: tuple[str, ...] = (OPERATOR,)  # the client roles allowed: an observer only reads
+    # claims admit it first (the record's, or the node's when node-wide), then its operation id
+    # is honoured: a repeat answers the first outcome
+    mutating: bool = False
+    node_wide: bool = False  # needs the node's controller lease's grant while that is live
+    forwarded: bool = False  # executed by the live session's supervisor
+    committed: str = ""  # the node commits it itself (the input's kind: prompt, input, key, turn)
+
+    @property
+    def claim(self) -> str:
+        """Whose claim must admit it: ``"node"``, ``"record"`` (the record its body names), or
+        ``""`` for none."""
+        if self.node_wide:
+            return NODE
+        return "record" if self.mutating else ""
+
+    @property
+    def takes_op(self) -> bool:
+        """Whether the node honours the header's operation id ``op``."""
+        return self.mutating
+
+
+def _internal(name: str, summary: str, server: str = NODE) -> Method:
+    """A method between the node's actors, never a client's (docs/PROTOCOL.md section 9)."""
+    return Method(name, summary, served_by=(server,), client=False)
+
+
+# Every wire method: those a client may call (target ``node`` unless stated), then the internal
+# ones the node's actors call each other with (docs/PROTOCOL.md sections 4 and 9). A name served
+# by more than one actor is one entry: ``session.stop`` is a client's method that the node serves
+# and the node's call on a supervisor.
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method(
+            "initialize",
+            "negotiate the protocol version and authenticate (served by the broker)",
+            served_by=(BROKER,),
+            roles=ANYONE,
+        ),
+        Method(
+            "node.status",
+            "node id, incarnation, pid, endpoints, actors and their health",
+            roles=ANYONE,
+        ),
+        Method("node.shutdown", "stop the node daemon; live sessions keep running", node_wide=True),
+        Method(
+            "node.doctor",
+            "check each provider CLI in the node's environment: found, version, login",
+        ),
+        Method(
+            "node.backup", "copy the state database to a new file while the node serves (operator)"
+        ),
+        Method("workspace.add", "register a directory as a workspace", node_wide=True),
+        Method("workspace.list", "list the registered workspaces", roles=ANYONE),
+        Method(
+            "session.spawn",
+            "create a record and launch a fresh session of a provider",
+            mutating=True,
+            node_wide=True,
+        ),
+        Method("session.list", "list the records", served_by=(NODE, HUB), roles=ANYONE),
+        Method("session.show", "one record, optionally with the current screen", roles=ANYONE),
+        Method(
+            "session.prompt",
+            "type text into the session and submit it",
+            mutating=True,
+            forwarded=True,
+            committed="prompt",
+        ),
+        Method(
+            "session.input",
+            "type raw text into the session, no submit",
+            mutating=True,
+            forwarded=True,
+            committed="input",
+        ),
+        Method(
+            "session.key",
+            "press named keys (enter, escape, interrupt, arrows, ...)",
+            mutating=True,
+            forwarded=True,
+            committed="key",
+        ),
+        Method(
+            "session.resize",
+            "resize the session's terminal",
+            served_by=(NODE, SUPERVISOR),
+            mutating=True,
+            forwarded=True,
+        ),
+        Method("session.rename", "change a record's display name", mutating=True),
+        Method(
+            "session.stop",
+            "stop the live session; the record becomes dormant",
+            served_by=(NODE, SUPERVISOR),
+            mutating=True,
+        ),
+        Method(
+            "session.resume",
+            "cold-resume a dormant record by its provider session id",
+            mutating=True,
+        ),
+        Method("session.forget", "delete a record that is not live", mutating=True),
+        Method(
+            "session.restore",
+            "cold-resume, one at a time, every dormant record whose policy is resume",
+            mutating=True,
+            node_wide=True,
+        ),
+        Method(
+            "session.transcript",
+            "read the session's raw terminal output by byte offset",
+            served_by=(NODE, SUPERVISOR),
+            roles=ANYONE,
+        ),
+        Method(
+            "session.diff",
+            "what a session in a worktree changed against its base (spawn worktree)",
+            roles=ANYONE,
+        ),
+        Method(
+            "session.turn",
+            "start a stream-mode turn: a headless provider run in the same conversation",
+            mutating=True,
+            forwarded=True,
+            committed="turn",
+        ),
+        Method("session.turn.wait", "wait for a turn (default the latest) to end", roles=ANYONE),
+        Method("session.claim", "claim a session for control; returns a grant with a lease"),
+        Method("session.release", "release a claim"),
+        Method(
+            "node.claim",
+            "take the node's controller lease: node-wide mutations then need its grant",
+        ),
+        Method("node.release", "release the node's controller lease"),
+        Method(
+            "operation.lookup",
+            "an operation id's outcome: accepted, terminal, interrupted or unknown",
+            roles=ANYONE,
+        ),
+        Method("events.since", "durable events after a sequence number", roles=ANYONE),
+        Method(
+            "hub.status",
+            "a hub's incarnation, pid, uptime and linked nodes (served by a hub)",
+            served_by=(HUB,),
+            roles=ANYONE,
+        ),
+        Method(
+            "hub.nodes",
+            "the nodes linked to a hub now (served by a hub)",
+            served_by=(HUB,),
+            roles=ANYONE,
+        ),
+        Method(
+            "hub.shutdown",
+            "stop the hub; nodes and their sessions run on (served by a hub)",
+            served_by=(HUB,),
+        ),
+        _internal(
+            "state.open",
+            "the store's node id, schema, seq range, retention and storage health",
+            STATE,
+        ),
+        _internal("state.workspace.add", "register a workspace", STATE),
+        _internal("state.workspace.list", "list the workspaces", STATE),
+        _internal("state.workspace.find", "a workspace by id, name or path", STATE),
+        _internal("state.record.create", "insert a record with its events", STATE),
+        _internal("state.record.update", "compare-and-set a record's fields, with events", STATE),
+        _internal("state.record.get", "one record by id", STATE),
+        _internal("state.record.find", "one record by id or name", STATE),
+        _internal("state.record.list", "every record", STATE),
+        _internal("state.record.delete", "compare-and-set delete of a record, with events", STATE),
+        _internal("state.events.append", "append events, optionally with an operation", STATE),
+        _internal(
+            "state.events.append_each", "several appends in one transaction, each alone", STATE
+        ),
+        _internal("state.events.since", "durable events after a sequence number", STATE),
+        _internal("state.backup", "copy the database from a read snapshot", STATE),
+        _internal("state.op.get", "an operation by id", STATE),
+        _internal("state.op.put", "store an operation's state and result", STATE),
+        _internal(
+            "state.turn.begin", "a running turn, its operation and input event, at once", STATE
+        ),
+        _internal("state.turn.end", "end a running turn once", STATE),
+        _internal("state.turn.interrupt", "end a record's running turns as interrupted", STATE),
+        _internal("state.turn.orphans", "running turns whose record is not active", STATE),
+        _internal("state.turn.get", "a turn by id", STATE),
+        _internal("state.turn.latest", "a record's latest turn", STATE),
+        _internal("adapter.launch", "the command of a fresh or resumed launch", ADAPTER),
+        _internal("adapter.classify", "classify a screen", ADAPTER),
+        _internal("adapter.identity", "the provider session id, when it can be known", ADAPTER),
+        _internal("adapter.verify_resume", "the verdict on a resumed screen", ADAPTER),
+        _internal("adapter.turn", "the command of one headless turn", ADAPTER),
+        _internal("adapter.parse", "the events and facts of one output line of a turn", ADAPTER),
+        _internal("adapter.doctor", "one provider's doctor report", ADAPTER),
+        _internal("node.session.attach", "a supervisor (re-)registers"),
+        _internal("node.session.exited", "the agent process ended"),
+        _internal("node.session.failed", "the launch failed"),
+        _internal("node.session.classified", "the screen's classification changed"),
+        _internal("node.session.identity", "the provider session id became known"),
+        _internal("node.session.resume", "the verdict on a cold resume"),
+        _internal("session.type", "type an input the node committed", SUPERVISOR),
+        _internal("session.run", "run a stream-mode turn the node began", SUPERVISOR),
+        _internal("session.screen", "the live screen, cursor and state", SUPERVISOR),
+    )
 }
+
+CLIENT_METHODS: dict[str, str] = {n: m.summary for n, m in METHODS.items() if m.client}
+# What an observer may call: reading, listing, events; never a change.
+READ_METHODS = frozenset(n for n, m in METHODS.items() if m.client and OBSERVER in m.roles)
+# Claims admit them and their operation ids are honoured (docs/PROTOCOL.md section 2).
+MUTATING = frozenset(n for n, m in METHODS.items() if m.mutating)
+# Node-wide: while another client holds the node's controller lease they need its grant.
+NODE_WIDE = frozenset(n for n, m in METHODS.items() if m.node_wide)
+# Runtime requests the node hands to the live session's supervisor.
+FORWARDED = frozenset(n for n, m in METHODS.items() if m.forwarded)
+# Input and turns: checked and committed by the node, executed by the supervisor.
+COMMITTED_HERE = frozenset(n for n, m in METHODS.items() if m.committed)
+# The typed input's methods and their kind (a turn is not typed).
+TYPED_METHODS = {n: m.committed for n, m in METHODS.items() if m.committed not in ("", "turn")}
+
+
+def served_by(server: str) -> frozenset[str]:
+    """The methods ``server`` (``node``, ``hub``) must have a handler for, and no others."""
+    return frozenset(n for n, m in METHODS.items() if server in m.served_by)
+
+
+def check_served(server: str, handlers: Collection[str]) -> None:
+    """Raise ``ValueError`` unless ``handlers`` names exactly the methods ``server`` serves:
+    every method the table gives it has a handler, and no handler is for a method it does not."""
+    expected, named = served_by(server), frozenset(handlers)
+    if named != expected:
+        raise ValueError(
+            f"the {server}'s handlers do not match the table of methods: "
+            f"no handler for {sorted(expected - named)}, undeclared {sorted(named - expected)}"
+        )
+
 
 EVENT_KINDS: dict[str, str] = {
     "node.started": "a node incarnation began serving",
@@ -138,25 +361,6 @@ KEY_NAMES = (
     "delete",
     "space",
     "shift-tab",
-)
-
-OPERATOR, OBSERVER = "operator", "observer"
-# What an observer may call: reading, listing, events; never a change.
-READ_METHODS = frozenset(
-    {
-        "initialize",
-        "node.status",
-        "workspace.list",
-        "session.list",
-        "session.show",
-        "session.transcript",
-        "session.diff",
-        "events.since",
-        "operation.lookup",
-        "session.turn.wait",
-        "hub.status",
-        "hub.nodes",
-    }
 )
 
 

@@ -29,7 +29,7 @@ from zmq.auth.asyncio import AsyncioAuthenticator
 from roost.actors.runtime.endpoints import check_tcp, curve_endpoint, roost_for
 from roost.actors.runtime.idlock import hold_runtime_dir
 from roost.actors.runtime.lock import StateLock
-from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.peer import Peer, Serving
 from roost.actors.runtime.process import announce, run_until, run_until_stopped, setup_logging
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
@@ -63,14 +63,14 @@ class HubActor:
         # nodes that were linked since the hub started and are not now: node id -> since when
         self.gone: OrderedDict[str, dict[str, Any]] = OrderedDict()
         peer.on_notify = self.on_notify
-        peer.handlers.update(
-            {
-                "hub.status": self.status,
-                "hub.nodes": self.nodes,
-                "hub.shutdown": self.shutdown,
-                "session.list": self.session_list,
-            }
-        )
+        handlers: dict[str, Serving] = {
+            "hub.status": self.status,
+            "hub.nodes": self.nodes,
+            "hub.shutdown": self.shutdown,
+            "session.list": self.session_list,
+        }
+        p.check_served(p.HUB, handlers)  # the table of methods says what a hub serves
+        peer.handlers.update(handlers)
         peer.fallback = self.elsewhere
 
     async def on_notify(self, h: p.Header, body: dict[str, Any]) -> None:

@@ -18,13 +18,13 @@ import structlog
 from roost.actors.node import backup, checkup
 from roost.actors.node import worktrees as wt
 from roost.actors.node.control import TURN_TOPIC, Control
-from roost.actors.node.inputs import COMMITTED_HERE, Inputs
+from roost.actors.node.inputs import Inputs
 from roost.actors.node.reports import Reports
 from roost.actors.node.restore import Restorer
 from roost.actors.node.sessions import Sessions
 from roost.actors.node.sweep import Sweep
 from roost.actors.node.workspaces import unknown_cwd
-from roost.actors.runtime.peer import Handler, Peer
+from roost.actors.runtime.peer import Handler, Peer, Serving
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
 from roost.actors.supervisor.terminal import read_transcript
@@ -40,16 +40,6 @@ log = structlog.get_logger("roost.node")
 
 QUIESCE_S = 2.0  # a stop waits at most this long for the inputs being accepted
 REATTACH_WAIT_S = 6.0  # a supervisor re-registers within ~2 heartbeats of a node restart
-FORWARDED = ("session.prompt", "session.input", "session.key", "session.resize", "session.turn")
-MUTATING = (
-    "session.spawn",
-    "session.rename",
-    "session.stop",
-    "session.resume",
-    "session.forget",
-    "session.restore",
-    *FORWARDED,
-)
 
 
 class NodeActor:
@@ -79,16 +69,26 @@ class NodeActor:
 
         sessions.records.listener = listener
         reports = Reports(sessions)
-        handlers: dict[str, Handler] = {
+        self.control = control = Control(peer, sessions)
+        # Every method the node serves, and only those (``p.served_by(p.NODE)``): the table of
+        # methods in the protocol module says which are mutating and node-wide, not this map.
+        handlers: dict[str, Serving] = {
             "node.status": self.status,
             "node.shutdown": self.shutdown,
             "node.doctor": checkup.handler(peer),
             "node.backup": backup.handler(peer),
+            "node.claim": control.node_claim,
+            "node.release": control.node_release,
             "workspace.add": self.workspace_add,
             "workspace.list": self.workspace_list,
             "session.spawn": self.spawn,
             "session.list": self.list,
             "session.show": self.show,
+            "session.prompt": self.forward,
+            "session.input": self.forward,
+            "session.key": self.forward,
+            "session.resize": self.forward,
+            "session.turn": self.forward,
             "session.rename": self.rename,
             "session.stop": self.stop,
             "session.resume": self.resume,
@@ -96,6 +96,11 @@ class NodeActor:
             "session.restore": restorer.handle,
             "session.transcript": self.transcript,
             "session.diff": self.diff,
+            "session.turn.wait": control.turn_wait,
+            "session.claim": control.claim,
+            "session.release": control.release,
+            "operation.lookup": control.lookup,
+            "events.since": self.events_since,  # answers with the store's bytes
             "node.session.attach": self._report(self._attached(reports.on_attach), locked=False),
             "node.session.exited": self._report(reports.on_exited),
             "node.session.failed": self._report(reports.on_failed, locked=False),
@@ -103,15 +108,7 @@ class NodeActor:
             "node.session.identity": self._report(reports.on_identity),
             "node.session.resume": self._report(reports.on_resume),
         }
-        handlers.update({m: self.forward for m in FORWARDED})
-        self.control = Control(peer, sessions)
-        for method in MUTATING:
-            handlers[method] = self.control.mutating(handlers[method])
-        for method in ("workspace.add", "node.shutdown"):  # node-wide, and no operation of theirs
-            handlers[method] = self.control.node_wide(handlers[method])
-        handlers.update(self.control.handlers())
-        peer.handlers.update(handlers)
-        peer.handlers["events.since"] = self.events_since  # answers with the store's bytes
+        peer.handlers.update(control.guarded(handlers))
 
     def _report(self, fn: Callable[[dict[str, Any]], Any], *, locked: bool = True) -> Handler:
         """A supervisor's report. attach/failed resolve a launch that holds the record's lock,
@@ -425,7 +422,7 @@ class NodeActor:
                 record, h.method, body, generation=active["generation"], op=h.op
             )
 
-        if h.method in COMMITTED_HERE:  # checked and committed here, executed by the supervisor
+        if h.method in p.COMMITTED_HERE:  # checked and committed here, executed by the supervisor
             reply = await self.inputs.accept(record, active, h, body, forward)
         else:
             reply = await forward()

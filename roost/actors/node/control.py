@@ -13,25 +13,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 import structlog
 
 from roost.actors.node.claims import DEFAULT_LEASE_MS, NODE, Claims
-from roost.actors.node.inputs import COMMITTED_HERE
 from roost.actors.node.sessions import Sessions
 from roost.actors.runtime.caller import Caller
 from roost.actors.runtime.keyed import KeyedLocks
-from roost.actors.runtime.peer import Handler
+from roost.actors.runtime.peer import Handler, Serving
 from roost.broker import fields as f
 from roost.broker import protocol as p
 from roost.broker.errors import RoostError
 
 TURN_POLL_S = 1.0  # turn.wait looks again this often even with no turn event seen
 TURN_TOPIC = "/session.turn"  # the state store's event topic of a turn's end: e/<record>/...
-# Node-wide mutations: while another client holds the node's controller lease they need its grant.
-NODE_WIDE = frozenset({"session.spawn", "session.restore", "workspace.add", "node.shutdown"})
 
 log = structlog.get_logger("roost.control")
 
@@ -40,7 +37,7 @@ def first_outcome(seen: dict[str, Any]) -> dict[str, Any]:
     """What a repeated operation id answers, whatever record or text the repeat names: the first
     outcome, marked as a duplicate, with the first operation's method and record."""
     result = dict(seen["result"] or {})
-    if seen["method"] in COMMITTED_HERE:
+    if seen["method"] in p.COMMITTED_HERE:
         result["accepted"] = True
         if result.get("seqs") and "seq" not in result:
             result["seq"] = result["seqs"][0]
@@ -60,15 +57,22 @@ class Control:
         self._op_locks = KeyedLocks()  # one request of an op id at a time
         self._turn_waits: dict[str, set[asyncio.Future[None]]] = {}  # record -> its turn.waits
 
-    def handlers(self) -> dict[str, Handler]:
-        return {
-            "session.claim": self.claim,
-            "session.release": self.release,
-            "node.claim": self.node_claim,
-            "node.release": self.node_release,
-            "operation.lookup": self.lookup,
-            "session.turn.wait": self.turn_wait,
-        }
+    def guarded(self, handlers: Mapping[str, Serving]) -> dict[str, Serving]:
+        """The node's handlers, each under the rules its entry in the table of methods gives it:
+        claims and operation ids for a mutating method (``mutating``), the node's controller
+        lease for any other node-wide one (``node_wide``). ``handlers`` must name exactly the
+        methods the table says the node serves, or the node does not start."""
+        p.check_served(p.NODE, handlers)
+        guarded: dict[str, Serving] = {}
+        for name, handler in handlers.items():
+            method = p.METHODS[name]
+            if method.mutating:  # a mutating handler answers a map: its outcome is stored
+                guarded[name] = self.mutating(cast(Handler, handler))
+            elif method.node_wide:
+                guarded[name] = self.node_wide(handler)
+            else:
+                guarded[name] = handler
+        return guarded
 
     @property
     def busy(self) -> bool:
@@ -77,7 +81,7 @@ class Control:
     def mutating(self, handler: Handler) -> Handler:
         async def wrapped(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
             # counted from the first moment, before any call that may wait on the state store
-            counted = h.method in COMMITTED_HERE
+            counted = h.method in p.COMMITTED_HERE
             self.accepting += counted
             try:
                 return await self._mutate(handler, h, body)
@@ -107,7 +111,7 @@ class Control:
     async def _admitted(self, h: p.Header, body: dict[str, Any]) -> str | None:
         """The claims admit the request (the node's, or its record's); the record's id."""
         ref = body.get("id")
-        if h.method in NODE_WIDE:
+        if h.method in p.NODE_WIDE:
             self.claims.check(NODE, h.grant)
         elif isinstance(ref, str) and ref:
             return await self._claimed(ref, h.grant)
@@ -129,7 +133,7 @@ class Control:
         self, handler: Handler, h: p.Header, body: dict[str, Any], record_id: str | None
     ) -> dict[str, Any]:
         """Run ``handler`` unless the operation id was seen; then remember its outcome."""
-        if h.method in COMMITTED_HERE:
+        if h.method in p.COMMITTED_HERE:
             return await self._committed(handler, h, body)
         seen = await self._seen(h.op)
         if seen is not None:
@@ -198,11 +202,11 @@ class Control:
         self.claims.release(record_id, grant)
         return {"released": True, "record": record_id}
 
-    def node_wide(self, handler: Handler) -> Handler:
+    def node_wide(self, handler: Serving) -> Serving:
         """A node-wide mutation that is not a session's: refused while another client holds
         the node's controller lease (``node.claim``) and this request does not carry its grant."""
 
-        async def guarded(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        async def guarded(h: p.Header, body: dict[str, Any]) -> dict[str, Any] | p.Packed:
             self.claims.check(NODE, h.grant)
             return await handler(h, body)
 

@@ -68,8 +68,6 @@ from roost.broker.messages import Active
 
 log = structlog.get_logger("roost.inputs")
 
-TYPED_METHODS = {"session.prompt": "prompt", "session.input": "input", "session.key": "key"}
-COMMITTED_HERE = frozenset({*TYPED_METHODS, "session.turn"})
 COMMITTING_WIRE = 3  # supervisors from this wire on commit nothing themselves
 HAND_OVER_WAIT_S = 10.0  # a hand-over unanswered this long is sent again
 DRAIN_S = 5.0  # a stopping node waits at most this long for its hand-overs
@@ -91,7 +89,7 @@ def checked(record: r.Record, method: str, body: dict[str, Any]) -> tuple[dict[s
         raise RoostError(
             "bad-request", "a stream-mode session takes turns, not typed input", {"field": "mode"}
         )
-    kind = TYPED_METHODS[method]
+    kind = p.TYPED_METHODS[method]
     if kind == "key":
         keys = key_names(body)
         return {"input": kind, "keys": keys}, len(keys) * 8

@@ -24,7 +24,6 @@ from typing import Any
 
 import structlog
 
-from roost.actors.runtime.peer import Peer
 from roost.actors.state import integrity
 from roost.broker import fields as f
 from roost.broker import protocol as p
@@ -112,9 +111,6 @@ class Backup:
     def __init__(self, source: Path) -> None:
         self.source = source
         self._lock = asyncio.Lock()  # one backup at a time
-
-    def register(self, peer: Peer) -> None:
-        peer.handlers["state.backup"] = self.handle
 
     async def handle(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         path, force = f.req_str(body, "path", max_len=4096), bool(body.get("force"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.peer import Serving
 from roost.actors.state import db
 from roost.actors.state.records import ACTIVE_STATES
 from roost.actors.state.writer import Writer
@@ -57,18 +57,17 @@ class Journal:
     def __init__(self, store: Writer) -> None:
         self.store = store
 
-    def register(self, peer: Peer) -> None:
-        for name in (
-            "op.get",
-            "op.put",
-            "turn.begin",
-            "turn.end",
-            "turn.interrupt",
-            "turn.orphans",
-            "turn.get",
-            "turn.latest",
-        ):
-            peer.handlers["state." + name] = getattr(self, "_" + name.replace(".", "_"))
+    def handlers(self) -> dict[str, Serving]:
+        return {
+            "state.op.get": self._op_get,
+            "state.op.put": self._op_put,
+            "state.turn.begin": self._turn_begin,
+            "state.turn.end": self._turn_end,
+            "state.turn.interrupt": self._turn_interrupt,
+            "state.turn.orphans": self._turn_orphans,
+            "state.turn.get": self._turn_get,
+            "state.turn.latest": self._turn_latest,
+        }
 
     async def _op_get(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         return {"op": db.get_op(self.store.conn, f.req_str(body, "id", max_len=128))}

@@ -23,7 +23,7 @@ from typing import Any, cast
 import structlog
 import zmq.asyncio
 
-from roost.actors.runtime.peer import Peer
+from roost.actors.runtime.peer import Peer, Serving
 from roost.actors.runtime.process import (
     child_args,
     run_until,
@@ -89,26 +89,26 @@ class StateStore:
         self._queue: asyncio.Queue[tuple[Mutation, asyncio.Future[dict[str, Any]]]] = (
             asyncio.Queue()
         )
-        for name in (
-            "open",
-            "workspace.add",
-            "workspace.list",
-            "workspace.find",
-            "record.create",
-            "record.update",
-            "record.get",
-            "record.find",
-            "record.list",
-            "record.delete",
-            "events.append",
-            "events.append_each",
-            "events.since",
-        ):
-            handler = getattr(self, "_" + name.replace(".", "_"))
-            peer.handlers["state." + name] = handler
-        Journal(self).register(peer)
-        if (directory := db_directory(conn)) is not None:
-            Backup(directory / "state.db").register(peer)
+        handlers: dict[str, Serving] = {
+            "state.open": self._open,
+            "state.workspace.add": self._workspace_add,
+            "state.workspace.list": self._workspace_list,
+            "state.workspace.find": self._workspace_find,
+            "state.record.create": self._record_create,
+            "state.record.update": self._record_update,
+            "state.record.get": self._record_get,
+            "state.record.find": self._record_find,
+            "state.record.list": self._record_list,
+            "state.record.delete": self._record_delete,
+            "state.events.append": self._events_append,
+            "state.events.append_each": self._events_append_each,
+            "state.events.since": self._events_since,
+            **Journal(self).handlers(),
+        }
+        if (directory := db_directory(conn)) is not None:  # in memory: nothing to copy
+            handlers["state.backup"] = Backup(directory / "state.db").handle
+        p.check_served(p.STATE, {*handlers, "state.backup"})  # what the table says it serves
+        peer.handlers.update(handlers)
 
     async def writer(self) -> None:
         while True:

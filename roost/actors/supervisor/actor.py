@@ -83,16 +83,16 @@ class Supervisor:
         self.checks = IdentityAndResume(self)
         self.classifier = ScreenClassifier(self)
         self.keyboard = Keyboard(self)
-        peer.handlers.update(
-            {
-                **self.keyboard.handlers(),
-                "session.resize": self.on_resize,
-                "session.screen": self.on_screen,
-                "session.stop": self.on_stop,
-                "session.transcript": self.on_transcript,
-                "session.run": self.on_run,
-            }
-        )
+        handlers = {
+            **self.keyboard.handlers(),
+            "session.resize": self.on_resize,
+            "session.screen": self.on_screen,
+            "session.stop": self.on_stop,
+            "session.transcript": self.on_transcript,
+            "session.run": self.on_run,
+        }
+        p.check_served(p.SUPERVISOR, handlers)  # the table of methods says what it serves
+        peer.handlers.update(handlers)
         peer.on_registered.append(self.attach)
 
     @property
