@@ -23,7 +23,7 @@ from typing import Any
 
 from bench_roundtrip import baseline
 
-from roost.broker.client import Client, Curve
+from roost.client.client import Client, Curve
 
 
 def roost(env: dict[str, str], *args: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from roost.actors.state import db
 from roost.actors.state.records import Record
-from roost.broker.messages import Event
+from roost.wire.messages import Event
 
 
 def build(path: Path, records: int, events: int) -> None:

@@ -21,8 +21,8 @@ from typing import Any
 
 import zmq
 
-from roost.broker import protocol as p
-from roost.broker.client import Client
+from roost.client.client import Client
+from roost.wire import protocol as p
 
 
 def baseline(n: int, workdir: Path) -> float:

@@ -18,8 +18,8 @@ from pathlib import Path
 import psutil
 from harness import BenchNode, Helper, Mode, Row, quantile, running_node, runtime
 
-from roost.broker import protocol as p
-from roost.broker.client import Client
+from roost.client.client import Client
+from roost.wire import protocol as p
 
 WINDOW = 64  # requests in flight during a throughput window
 FIG = "1 broker"

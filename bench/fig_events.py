@@ -15,8 +15,8 @@ from pathlib import Path
 import store
 from harness import BenchNode, Mode, Row
 
-from roost.broker import protocol as p
-from roost.broker.client import Client, page_end
+from roost.client.client import Client, page_end
+from roost.wire import protocol as p
 
 FIG = "5 events"
 PAGE = 5000

@@ -28,8 +28,8 @@ from harness import (
     spawn_many,
 )
 
-from roost.broker import protocol as p
-from roost.broker.client import Client
+from roost.client.client import Client
+from roost.wire import protocol as p
 
 FIG = "2 prompt"
 CLIENTS = 10

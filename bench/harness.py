@@ -28,7 +28,7 @@ from typing import Any
 
 import psutil
 
-from roost.broker.client import Client
+from roost.client.client import Client
 
 MARK = "ROOST_BENCH_MARK"
 ROOST = [sys.executable, "-m", "roost", "--json"]

@@ -40,8 +40,8 @@ from typing import Any
 
 from harness import BenchNode, kill_marked, wait_for
 
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
+from roost.client.client import Client
+from roost.wire.errors import RoostError
 from tests.e2e.model import (
     SAFE_KEYS,
     SENDS,

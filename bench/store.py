@@ -15,7 +15,7 @@ from pathlib import Path
 
 from roost.actors.state import db
 from roost.actors.state.records import DORMANT, Record
-from roost.broker.messages import Event
+from roost.wire.messages import Event
 
 
 def build(state_dir: Path, cwd: Path, records: int, events: int = 0) -> float:

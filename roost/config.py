@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roost.broker.errors import RoostError
 from roost.providers import MODES, RESTORE_POLICIES, bin_env, names
+from roost.wire.errors import RoostError
 
 CONFIG_ENV = "ROOST_CONFIG"
 NOTIFY_EVENTS = ("attention", "turn-end", "exit")

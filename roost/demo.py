@@ -23,7 +23,7 @@ from typing import Any
 
 import pyte
 
-from roost.broker.interpreter import python_module
+from roost.interpreter import python_module
 
 ENV: dict[str, str] = {}
 DETACH = b"\x1d"  # Ctrl-]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from roost.broker.messages import Mode, RestorePolicy
+from roost.wire.messages import Mode, RestorePolicy
 
 # How a session runs: an interactive CLI in a PTY, or one headless process per turn.
 MODES: tuple[Mode, ...] = get_args(Mode)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple, cast
 
-from roost.broker.messages import LaunchSpec
+from roost.wire.messages import LaunchSpec
 
 # A scripted answer to a method: a body; an exception, raised; a list of those, one per call (the
 # last one stays); or a function of the request's body that returns (or awaits) one.

@@ -30,11 +30,11 @@ from roost.adapters.binary import find_program, missing
 from roost.adapters.evidence import Evidence
 from roost.adapters.registry import adapters
 from roost.adapters.settings import with_settings
-from roost.broker import fields as f
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
 from roost.config import Config, config_path, load
 from roost.providers import MODES
+from roost.wire import fields as f
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 
 log = structlog.get_logger("roost.adapters")
 

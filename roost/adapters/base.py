@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from roost.adapters.evidence import Evidence, stable_idle_shell
-from roost.broker.errors import RoostError
-from roost.broker.messages import AttentionReason, ClassificationState, Mode, ResumeOutcome
 from roost.providers import MODES, bin_env
+from roost.wire.errors import RoostError
+from roost.wire.messages import AttentionReason, ClassificationState, Mode, ResumeOutcome
 
 # Screen/process classification states.
 CLASSIFICATIONS: tuple[ClassificationState, ...] = get_args(ClassificationState)

@@ -13,7 +13,7 @@ import os
 import shutil
 from collections.abc import Mapping
 
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 
 def find_program(program: str, env: Mapping[str, str], cwd: str) -> str | None:

@@ -40,7 +40,7 @@ from roost.adapters.base import (
     VendorCli,
 )
 from roost.adapters.evidence import SHELLS, Evidence, ProcessInfo
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 HINT = re.compile(r"^claude --resume ([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12})$")

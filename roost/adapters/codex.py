@@ -39,7 +39,7 @@ from roost.adapters.base import (
 )
 from roost.adapters.codex_rollout import UUID, find_rollout, first_thread, turn_open
 from roost.adapters.evidence import SHELLS, Evidence
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 Event = dict[str, Any]
 

@@ -27,10 +27,10 @@ from typing import Any
 from roost.adapters.base import Adapter, Runner, VendorCli
 from roost.adapters.registry import adapter
 from roost.adapters.settings import binary
-from roost.broker.errors import RoostError
-from roost.broker.interpreter import python_module
 from roost.config import Config, config_path, load
+from roost.interpreter import python_module
 from roost.providers import vendors
+from roost.wire.errors import RoostError
 
 PROBE_TIMEOUT_S = 15.0  # kimi (Node) takes 4 s for --version on an idle 2-core machine
 VERSION_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)")

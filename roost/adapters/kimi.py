@@ -44,7 +44,7 @@ from roost.adapters.base import (
     VendorCli,
 )
 from roost.adapters.evidence import SHELLS, Evidence
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 Event = dict[str, Any]
 

@@ -12,10 +12,10 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.keys import AllowedKeys
-from roost.broker.policy import NODE_ROLE, Policy
+from roost.client.keys import AllowedKeys
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.policy import NODE_ROLE, Policy
 
 
 def token_ok(offered: Any, secret: str) -> bool:

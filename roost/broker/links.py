@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.policy import node_of
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.policy import node_of
 
 MAX_OWED = 65_536  # requests in flight to links; past it the oldest is forgotten (it times out)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from roost.broker.protocol import Header
+from roost.wire.protocol import Header
 
 log = structlog.get_logger("roost.local")
 

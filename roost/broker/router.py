@@ -24,15 +24,15 @@ import zmq
 import zmq.asyncio
 
 from roost.broker import liveness
-from roost.broker import protocol as p
 from roost.broker.admission import Gate, negotiate
-from roost.broker.errors import RoostError
-from roost.broker.keys import AllowedKeys
 from roost.broker.links import Links
 from roost.broker.local import LOCAL, LocalLink, data
 from roost.broker.loopsock import LoopSocket, send_now
-from roost.broker.policy import Policy, node_of
 from roost.broker.registry import PeerEntry, Registry, Seen
+from roost.client.keys import AllowedKeys
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.policy import Policy, node_of
 
 log = structlog.get_logger("roost.broker")
 

@@ -39,13 +39,13 @@ from typing import Any
 import click
 import zmq
 
-from roost.broker.client import Client, EventStream
-from roost.broker.errors import RoostError
-from roost.broker.messages import RecordState
 from roost.cli.context import Ctx, command, roost_line
 from roost.cli.liveness import RETRY_FOR_S, Liveness
 from roost.cli.output import emit_json
+from roost.client.client import Client, EventStream
 from roost.config import load
+from roost.wire.errors import RoostError
+from roost.wire.messages import RecordState
 
 DETACH = b"\x1d"  # Ctrl-]
 INTERRUPT = b"\x03"  # Ctrl-C, in raw mode a byte like any other; detaches a read-only view

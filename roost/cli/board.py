@@ -17,7 +17,7 @@ from typing import Any
 from rich.cells import cell_len
 from rich.text import Text
 
-from roost.broker.messages import RecordState
+from roost.wire.messages import RecordState
 
 Key = tuple[str, str]
 ACTIVE: tuple[RecordState, ...] = ("starting", "live", "attention", "stopping")

@@ -28,13 +28,13 @@ from click.shell_completion import (
     get_completion_class,
 )
 
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
-from roost.broker.locate import default_state_dir
-from roost.broker.protocol import KEY_NAMES
 from roost.cli.context import Ctx, reader
 from roost.cli.output import emit_json
+from roost.client.client import Client
+from roost.client.locate import default_state_dir
 from roost.providers import names
+from roost.wire.errors import RoostError
+from roost.wire.protocol import KEY_NAMES
 
 ASK_S = 1.0  # how long completion waits for the node
 SHELLS = ("bash", "zsh", "fish")

@@ -13,13 +13,13 @@ from typing import Any, TypeVar, cast, overload
 
 import click
 
-from roost.broker.client import Client, Curve
-from roost.broker.errors import RoostError
-from roost.broker.locate import default_state_dir
-from roost.broker.policy import node_address
 from roost.cli.output import fail
 from roost.cli.progress import Progress
+from roost.client.client import Client, Curve
+from roost.client.locate import default_state_dir
 from roost.suggest import close_matches, did_you_mean
+from roost.wire.errors import RoostError
+from roost.wire.policy import node_address
 
 F = TypeVar("F", bound=Callable[..., Any])
 

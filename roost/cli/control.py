@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-from roost.broker.errors import RoostError
 from roost.cli import turns
 from roost.cli.context import Ctx, command, reader, roost_line
 from roost.cli.output import accepted_text, compact, console, emit_json
+from roost.wire.errors import RoostError
 
 
 @click.command()

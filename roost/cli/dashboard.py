@@ -21,15 +21,15 @@ from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Input, Static
 
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
 from roost.cli.attach import attach_to
 from roost.cli.board import ACTIVE, PAD, Board, Entry, Key, plain
 from roost.cli.context import Ctx
 from roost.cli.diff import summary
 from roost.cli.feed import Batch, Feed, Health, Note, Preview
 from roost.cli.tui_forms import Confirm, Form, Page, spawn_body, spawn_form
+from roost.client.client import Client
 from roost.providers import built_in, names
+from roost.wire.errors import RoostError
 
 Attacher = Callable[[Ctx, str], None]
 AGE_REFRESH_S = 5.0  # the AGE and LAST columns are redrawn from what is held, this often

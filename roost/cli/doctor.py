@@ -21,12 +21,12 @@ from typing import Any
 
 import click
 
-from roost.broker.errors import RoostError
-from roost.broker.interpreter import python_module
 from roost.cli.context import Ctx, reader
 from roost.cli.output import emit_json
 from roost.config import load
+from roost.interpreter import python_module
 from roost.providers import vendors
+from roost.wire.errors import RoostError
 
 Finding = dict[str, str]
 PROBE_TIMEOUT_S = 60.0

@@ -15,11 +15,11 @@ from typing import Any
 
 import click
 
-from roost.broker.client import Client, EventStream
-from roost.broker.errors import RoostError
 from roost.cli.context import Ctx, command, reader
 from roost.cli.liveness import RETRY_FOR_S, Liveness
 from roost.cli.output import compact, console, emit_json
+from roost.client.client import Client, EventStream
+from roost.wire.errors import RoostError
 
 
 def _line(event: dict[str, Any]) -> str:

@@ -28,10 +28,10 @@ from typing import Any
 
 import zmq
 
-from roost.broker.client import Client, EventStream
-from roost.broker.errors import RoostError
 from roost.cli.board import Key
 from roost.cli.liveness import TRANSIENT, Liveness
+from roost.client.client import Client, EventStream
+from roost.wire.errors import RoostError
 
 POLL_S = 0.1  # how long the thread waits on its socket before it looks at the selection again
 PREVIEW_S = 0.1  # the preview's screen is fetched at most this often

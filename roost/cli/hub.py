@@ -12,11 +12,11 @@ from typing import Any
 
 import click
 
-from roost.broker.interpreter import python_module
-from roost.broker.locate import private_dir, read_node_info
 from roost.cli.context import Ctx, reader
 from roost.cli.node import STOP_TIMEOUT, _alive, launch_detached, run_in_foreground
 from roost.cli.output import console, emit_json
+from roost.client.locate import private_dir, read_node_info
+from roost.interpreter import python_module
 
 
 @click.group()

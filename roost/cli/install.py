@@ -13,16 +13,16 @@ from pathlib import Path
 
 import click
 
-from roost.broker.errors import RoostError
-from roost.broker.interpreter import python_module
 from roost.cli import service
 from roost.cli.context import Ctx, command
 from roost.cli.output import console, emit_json
+from roost.interpreter import python_module
+from roost.wire.errors import RoostError
 
 
 def this_roost() -> str:
     """The command that runs this very roost: the ``roost`` script beside this interpreter,
-    else the interpreter with ``-P -m roost`` (roost.broker.interpreter: a user unit runs in
+    else the interpreter with ``-P -m roost`` (roost.interpreter: a user unit runs in
     the user's home directory, which may hold a ``roost`` checkout)."""
     script = Path(sys.executable).with_name("roost")
     if script.is_file() and os.access(script, os.X_OK):

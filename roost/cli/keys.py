@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from roost.broker import keys as k
-from roost.broker.errors import RoostError
 from roost.cli.context import Ctx, reader
 from roost.cli.output import console, emit_json
+from roost.client import keys as k
+from roost.wire.errors import RoostError
 
 
 @click.group("keys")

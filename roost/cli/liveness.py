@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import click
 
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
+from roost.client.client import Client
+from roost.wire.errors import RoostError
 
 CHECK_S = 3.0  # silence after which a subscriber asks whether its node or hub is still there
 CALL_S = 5.0  # the deadline of each such question

@@ -24,9 +24,9 @@ from typing import Any, BinaryIO
 
 import click
 
-from roost.broker.errors import RoostError
 from roost.cli.context import Ctx, reader
 from roost.cli.output import emit_json
+from roost.wire.errors import RoostError
 
 NODE_LOGS = ("node.log", "state.log", "adapters.log")
 FOLLOW_POLL_S = 0.2

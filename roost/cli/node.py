@@ -13,16 +13,16 @@ from typing import Any, NoReturn
 
 import click
 
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
-from roost.broker.interpreter import python_module
-from roost.broker.limits import check_limit
-from roost.broker.locate import pid_alive, private_dir, read_node_info
-from roost.broker.policy import check_node_id
 from roost.cli.context import Ctx, command, reader
 from roost.cli.output import console, emit_json, endpoint_text, plain
 from roost.cli.progress import Progress, waiting
 from roost.cli.restore import follow, print_outcomes, print_plan
+from roost.client.client import Client
+from roost.client.locate import pid_alive, private_dir, read_node_info
+from roost.interpreter import python_module
+from roost.wire.errors import RoostError
+from roost.wire.limits import check_limit
+from roost.wire.policy import check_node_id
 
 UP_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0

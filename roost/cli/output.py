@@ -9,11 +9,11 @@ from typing import Any
 
 import click
 
-from roost.broker.errors import RoostError
 from roost.cli.listing import compact as compact
 from roost.cli.listing import json_text
 from roost.cli.listing import printable as printable
 from roost.cli.listing import records_table as records_table
+from roost.wire.errors import RoostError
 
 # Control characters that would move the cursor or ring: dropped from text output (as rich's
 # Text dropped them when it printed for us). Escape sequences in screens stay the user's to see.

@@ -6,7 +6,7 @@ command run most often (and by scripts in loops), answers here in about a third 
 module recognises exactly ``roost [--state-dir DIR] [--json] [--timeout S] ls [--json]`` (options
 in any order and ``--opt=value`` form, ``ROOST_STATE_DIR``) with no remote node named
 (``ROOST_CONNECT``, ``ROOST_HUB``, ``ROOST_NODE``), reads ``node.json`` and the token, and asks
-the node over a minimal ZMTP client (``roost.broker.zmtp``) with the frames the client library
+the node over a minimal ZMTP client (``roost.client.fast.zmtp``) with the frames the client library
 sends. Anything else, or anything unexpected on the way (no node running, a refused token, an
 error reply, no answer within ``QUICK_TIMEOUT_S``, a reply it would not print exactly as the
 click command does), hands the whole command line to the click CLI, which then answers it
@@ -20,16 +20,16 @@ from __future__ import annotations
 import os
 import sys
 
-from roost.broker.limits import HARD_FRAME_LIMIT as HARD_FRAME_LIMIT
-from roost.broker.limits import HEADER_LIMIT as HEADER_LIMIT
-from roost.broker.limits import PROTOCOL_VERSION as PROTOCOL_VERSION
+from roost.wire.limits import HARD_FRAME_LIMIT as HARD_FRAME_LIMIT
+from roost.wire.limits import HEADER_LIMIT as HEADER_LIMIT
+from roost.wire.limits import PROTOCOL_VERSION as PROTOCOL_VERSION
 
 TYPE_CHECKING = False  # not typing's: its import costs this start ~4 ms (mypy reads this)
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from roost.broker.zmtp import Dealer
+    from roost.client.fast.zmtp import Dealer
 
 QUICK_TIMEOUT_S = 1.0  # the fast path's deadline; then the click path asks, with its --timeout
 # Set, these hand every command line to the click CLI: a remote node, or shell completion.
@@ -80,7 +80,7 @@ def state_dir_of(given: str | None) -> str:
     """The state directory as the click CLI resolves it (``make_ctx``), without pathlib."""
     if given:
         return os.path.realpath(os.path.expanduser(given))
-    from roost.broker.nodefile import default_state_dir
+    from roost.client.fast.nodefile import default_state_dir
 
     return default_state_dir()
 
@@ -88,8 +88,8 @@ def state_dir_of(given: str | None) -> str:
 def ask(state_dir: str, timeout: float) -> dict[str, Any]:
     """``session.list`` of the node serving ``state_dir``: ``initialize``, then the request, on
     one connection, as ``Client.for_state_dir`` and ``Client.call`` send them."""
-    from roost.broker import nodefile
-    from roost.broker.zmtp import Dealer
+    from roost.client.fast import nodefile
+    from roost.client.fast.zmtp import Dealer
 
     raw = nodefile.read_node_file(state_dir)
     pid, router = int(raw["pid"]), raw["endpoints"]["router"]
@@ -112,7 +112,7 @@ def ask(state_dir: str, timeout: float) -> dict[str, Any]:
 def _call(
     dealer: Dealer, rid: str, method: str, target: str, body: dict[str, Any]
 ) -> dict[str, Any]:
-    from roost.broker import tinypack
+    from roost.client.fast import tinypack
 
     header = {"v": PROTOCOL_VERSION, "k": "request", "id": rid, "m": method, "t": target}
     dealer.send([tinypack.packb(header), tinypack.packb(body)])
@@ -128,7 +128,7 @@ def _call(
 def _load(frame: bytes, limit: int) -> dict[str, Any]:
     """One frame's map, as ``wire.load`` reads it: in pure Python when it is small (msgpack's
     import would cost more than its decode saves), else with msgpack itself."""
-    from roost.broker import tinypack
+    from roost.client.fast import tinypack
 
     if len(frame) > limit:
         raise Handover("a frame past the wire's limit")
@@ -137,7 +137,7 @@ def _load(frame: bytes, limit: int) -> dict[str, Any]:
         if type(obj) is not dict:
             raise Handover("not a msgpack map")
         return obj
-    from roost.broker import wire
+    from roost.wire import codec as wire
 
     return wire.load(frame, limit, "reply")
 
@@ -161,8 +161,8 @@ def quick(argv: list[str]) -> bool:
     if parsed is None or sys.platform == "win32":  # (its state dir and endpoints differ)
         return False
     given, as_json, timeout = parsed
-    from roost.broker.errors import RoostError
-    from roost.broker.zmtp import ZmtpError
+    from roost.client.fast.zmtp import ZmtpError
+    from roost.wire.errors import RoostError
 
     try:
         doc = ask(state_dir_of(given), min(timeout, QUICK_TIMEOUT_S))

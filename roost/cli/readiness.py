@@ -17,8 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
+from roost.client.client import Client
+from roost.wire.errors import RoostError
 
 READY_TIMEOUT_S = 60.0
 RECHECK_S = 1.0

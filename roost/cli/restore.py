@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from roost.broker.client import Client
 from roost.cli.output import console
 from roost.cli.progress import Progress
+from roost.client.client import Client
 
 POLL_S = 0.2
 WATCH = "roost events --follow"

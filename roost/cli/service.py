@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 DEPLOYED_BIN = "/usr/local/bin/roost"  # what deploy/systemd/ names; install-service uses its own
 

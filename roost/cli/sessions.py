@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 
-from roost.broker.errors import RoostError
 from roost.cli.context import WAITING, Ctx, command, reader
 from roost.cli.listing import ls_text
 from roost.cli.output import accepted_text, console, emit_json, record_lines
@@ -19,6 +18,7 @@ from roost.cli.readiness import READY_TIMEOUT_S, wait_ready
 from roost.cli.restore import follow, print_outcomes, print_plan
 from roost.cli.table import terminal_width
 from roost.providers import MODES, RESTORE_POLICIES, names
+from roost.wire.errors import RoostError
 
 SIZE_RE = re.compile(r"^(\d+)x(\d+)$")
 

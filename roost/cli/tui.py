@@ -24,8 +24,8 @@ import sys
 
 import click
 
-from roost.broker.errors import RoostError
 from roost.cli.context import Ctx, command
+from roost.wire.errors import RoostError
 
 
 @click.command()

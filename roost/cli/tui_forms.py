@@ -19,8 +19,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from roost.broker.errors import RoostError
 from roost.providers import MODES, names
+from roost.wire.errors import RoostError
 
 CSS = """
 ModalScreen { align: center middle; }

@@ -16,10 +16,10 @@ from typing import Any
 
 import click
 
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
 from roost.cli.context import Ctx
 from roost.cli.output import compact
+from roost.client.client import Client
+from roost.wire.errors import RoostError
 
 CHECK_S = 2.0  # silence after which the node is asked whether the turn has ended
 TRANSIENT = ("timeout", "unreachable", "unavailable")

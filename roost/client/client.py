@@ -19,10 +19,10 @@ from typing import Any
 import msgpack
 import zmq
 
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.locate import live_node_info, read_token
-from roost.broker.policy import node_of
+from roost.client.locate import live_node_info, read_token
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.policy import node_of
 
 WAIT_TICK_S = 0.25
 

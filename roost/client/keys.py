@@ -19,10 +19,10 @@ from urllib.parse import urlsplit
 import zmq
 from zmq.utils import z85
 
-from roost.broker.errors import RoostError
-from roost.broker.locate import private_dir
-from roost.broker.policy import NODE_ROLE, check_node_id
-from roost.broker.protocol import OBSERVER, OPERATOR
+from roost.client.locate import private_dir
+from roost.wire.errors import RoostError
+from roost.wire.policy import NODE_ROLE, check_node_id
+from roost.wire.protocol import OBSERVER, OPERATOR
 
 ROLES = (OPERATOR, OBSERVER, NODE_ROLE)
 

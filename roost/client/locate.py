@@ -14,16 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from roost.broker import nodefile
-from roost.broker.errors import RoostError
-from roost.broker.nodefile import LOCK_FILE as LOCK_FILE
-from roost.broker.nodefile import NODE_FILE as NODE_FILE
-from roost.broker.nodefile import TOKEN_ENV as TOKEN_ENV
-from roost.broker.nodefile import TOKEN_FILE as TOKEN_FILE
-from roost.broker.nodefile import lock_held as lock_held
-from roost.broker.nodefile import pid_alive as pid_alive
-from roost.broker.nodefile import read_node_file
-from roost.broker.nodefile import read_token as read_token
+from roost.client.fast import nodefile
+from roost.client.fast.nodefile import LOCK_FILE as LOCK_FILE
+from roost.client.fast.nodefile import NODE_FILE as NODE_FILE
+from roost.client.fast.nodefile import TOKEN_ENV as TOKEN_ENV
+from roost.client.fast.nodefile import TOKEN_FILE as TOKEN_FILE
+from roost.client.fast.nodefile import lock_held as lock_held
+from roost.client.fast.nodefile import pid_alive as pid_alive
+from roost.client.fast.nodefile import read_node_file
+from roost.client.fast.nodefile import read_token as read_token
+from roost.wire.errors import RoostError
 
 OBSERVER_TOKEN_FILE = "observer-token"  # grants the read-only role observer
 ACTOR_TOKEN_FILE = "actor-token"  # what actors (not clients) present in their hello

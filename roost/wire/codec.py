@@ -1,6 +1,6 @@
 """The msgpack codec of the wire and its limits, with nothing heavier than msgpack beside it.
 
-``roost.broker.protocol`` builds on it (and re-exports it); ``roost ls``'s fast path
+``roost.wire.protocol`` builds on it (and re-exports it); ``roost ls``'s fast path
 (``roost.cli.quick``) decodes its two replies with it and nothing else of the protocol module,
 whose dataclasses would cost that path's start more than the rest of it.
 """
@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import msgpack
 
-from roost.broker.errors import RoostError
-from roost.broker.limits import BODY_LIMIT as BODY_LIMIT
-from roost.broker.limits import HARD_FRAME_LIMIT as HARD_FRAME_LIMIT
-from roost.broker.limits import HEADER_LIMIT as HEADER_LIMIT
-from roost.broker.limits import MAX_ARRAY as MAX_ARRAY
-from roost.broker.limits import MAX_BIN as MAX_BIN
-from roost.broker.limits import MAX_DEPTH as MAX_DEPTH
-from roost.broker.limits import MAX_FRAMES as MAX_FRAMES
-from roost.broker.limits import MAX_MAP as MAX_MAP
-from roost.broker.limits import MAX_STR as MAX_STR
-from roost.broker.limits import PROTOCOL_VERSION as PROTOCOL_VERSION
+from roost.wire.errors import RoostError
+from roost.wire.limits import BODY_LIMIT as BODY_LIMIT
+from roost.wire.limits import HARD_FRAME_LIMIT as HARD_FRAME_LIMIT
+from roost.wire.limits import HEADER_LIMIT as HEADER_LIMIT
+from roost.wire.limits import MAX_ARRAY as MAX_ARRAY
+from roost.wire.limits import MAX_BIN as MAX_BIN
+from roost.wire.limits import MAX_DEPTH as MAX_DEPTH
+from roost.wire.limits import MAX_FRAMES as MAX_FRAMES
+from roost.wire.limits import MAX_MAP as MAX_MAP
+from roost.wire.limits import MAX_STR as MAX_STR
+from roost.wire.limits import PROTOCOL_VERSION as PROTOCOL_VERSION
 
 # Not typing.TYPE_CHECKING: importing typing costs the fast path ~4 ms; mypy reads this name so.
 TYPE_CHECKING = False

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 MAX_TEXT = 256 * 1024
 

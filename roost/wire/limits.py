@@ -1,13 +1,13 @@
 """Limits shared by the CLI and the processes that enforce them: the event log's retention bounds
 (``roost node up --retain-events``, checked by the CLI before it starts a daemon, and again by the
-daemon and the state store); and the wire's version and limits, which ``roost.broker.wire`` (and
+daemon and the state store); and the wire's version and limits, which ``roost.wire.codec`` (and
 so the protocol) takes from here, as do the parts of ``roost ls``'s fast path that must not import
-msgpack (``roost.cli.quick``, ``roost.broker.tinypack``, ``roost.broker.zmtp``).
+msgpack (``roost.cli.quick``, ``roost.client.fast.tinypack``, ``roost.client.fast.zmtp``).
 """
 
 from __future__ import annotations
 
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 DEFAULT_LIMIT = 1_000_000
 MIN_LIMIT = 1_000

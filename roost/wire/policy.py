@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 NODE_ROLE = "node"  # a CURVE key of a node dialling a hub
 HUB = "hub"

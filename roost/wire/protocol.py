@@ -12,21 +12,20 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from roost.broker.errors import RoostError
-
-# The codec and its limits live in roost.broker.wire (light to import); they are the protocol's.
-from roost.broker.wire import BODY_LIMIT as BODY_LIMIT
-from roost.broker.wire import HARD_FRAME_LIMIT as HARD_FRAME_LIMIT
-from roost.broker.wire import HEADER_LIMIT as HEADER_LIMIT
-from roost.broker.wire import MAX_ARRAY as MAX_ARRAY
-from roost.broker.wire import MAX_BIN as MAX_BIN
-from roost.broker.wire import MAX_DEPTH as MAX_DEPTH
-from roost.broker.wire import MAX_FRAMES as MAX_FRAMES
-from roost.broker.wire import MAX_MAP as MAX_MAP
-from roost.broker.wire import MAX_STR as MAX_STR
-from roost.broker.wire import PROTOCOL_VERSION as PROTOCOL_VERSION
-from roost.broker.wire import load as _load
-from roost.broker.wire import pack as pack
+# The codec and its limits live in roost.wire.codec (light to import); they are the protocol's.
+from roost.wire.codec import BODY_LIMIT as BODY_LIMIT
+from roost.wire.codec import HARD_FRAME_LIMIT as HARD_FRAME_LIMIT
+from roost.wire.codec import HEADER_LIMIT as HEADER_LIMIT
+from roost.wire.codec import MAX_ARRAY as MAX_ARRAY
+from roost.wire.codec import MAX_BIN as MAX_BIN
+from roost.wire.codec import MAX_DEPTH as MAX_DEPTH
+from roost.wire.codec import MAX_FRAMES as MAX_FRAMES
+from roost.wire.codec import MAX_MAP as MAX_MAP
+from roost.wire.codec import MAX_STR as MAX_STR
+from roost.wire.codec import PROTOCOL_VERSION as PROTOCOL_VERSION
+from roost.wire.codec import load as _load
+from roost.wire.codec import pack as pack
+from roost.wire.errors import RoostError
 
 SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
 

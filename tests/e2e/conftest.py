@@ -28,8 +28,8 @@ from typing import Any, TypeVar
 import psutil
 import pytest
 
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
+from roost.client.client import Client
+from roost.wire.errors import RoostError
 
 T = TypeVar("T")
 FAKES = Path(__file__).resolve().parents[1] / "fakes"  # the vendor CLI stand-ins

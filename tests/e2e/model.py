@@ -54,8 +54,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
+from roost.client.client import Client
+from roost.wire.errors import RoostError
 
 TYPED = ("session.prompt", "session.input", "session.key")
 TURN = "session.turn"

@@ -8,10 +8,10 @@ from typing import Any
 import msgpack
 import pytest
 
-from roost.broker import protocol as p
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
-from roost.broker.locate import read_node_info
+from roost.client.client import Client
+from roost.client.locate import read_node_info
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 from tests.e2e.conftest import Node
 
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import psutil
 
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 from tests.e2e.conftest import Node, alive, sigkill, wait_for
 
 CLI_TIMEOUT = 15.0  # what ``roost`` waits for an answer by default

@@ -20,7 +20,7 @@ from typing import Any
 
 from roost.actors.runtime.process import CRASHED
 from roost.actors.state.eventlog import row_event
-from roost.broker.client import Client
+from roost.client.client import Client
 from tests.e2e.conftest import (
     Node,
     activity,

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 from tests.e2e.conftest import Node
 from tests.e2e.test_state_file import _refused_up
 

@@ -61,8 +61,8 @@ from hypothesis.stateful import (
     rule,
 )
 
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
+from roost.client.client import Client
+from roost.wire.errors import RoostError
 from tests.e2e.conftest import Node, alive, sigkill, wait_for
 from tests.e2e.model import (
     SAFE_KEYS,

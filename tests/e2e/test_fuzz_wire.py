@@ -35,10 +35,10 @@ import pytest
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from roost.broker import protocol as p
-from roost.broker.client import Client
-from roost.broker.errors import CODES, RoostError
-from roost.broker.locate import read_node_info, read_token
+from roost.client.client import Client
+from roost.client.locate import read_node_info, read_token
+from roost.wire import protocol as p
+from roost.wire.errors import CODES, RoostError
 from tests.e2e.conftest import Node, wait_for
 
 SEED = 0x5EED_F022

@@ -22,10 +22,10 @@ import psutil
 import pytest
 import zmq
 
-from roost.broker import protocol as p
-from roost.broker.client import Client, Curve
-from roost.broker.errors import RoostError
-from roost.broker.keys import node_keys
+from roost.client.client import Client, Curve
+from roost.client.keys import node_keys
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 from tests.e2e.conftest import MARK, JsonLines, Node, client_keys, free_port, wait_for
 from tests.e2e.test_quick_ls import same_both_ways
 

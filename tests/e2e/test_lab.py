@@ -26,9 +26,9 @@ import psutil
 import pytest
 import zmq
 
-from roost.broker import protocol as p
-from roost.broker.client import Client
-from roost.broker.locate import read_node_info
+from roost.client.client import Client
+from roost.client.locate import read_node_info
+from roost.wire import protocol as p
 from tests.e2e import netns
 from tests.e2e.conftest import (
     MARK,

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from roost.broker.locate import read_node_info
+from roost.client.locate import read_node_info
 from tests.e2e.conftest import Node
 
 PROBE = (

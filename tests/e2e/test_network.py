@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import zmq
 
-from roost.broker.client import Client, Curve
-from roost.broker.errors import RoostError
+from roost.client.client import Client, Curve
+from roost.wire.errors import RoostError
 from tests.e2e.conftest import Node, client_keys, free_port, wait_for
 
 

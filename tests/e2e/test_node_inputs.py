@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 from tests.e2e.conftest import (
     Node,
     alive,

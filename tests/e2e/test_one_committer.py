@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 from tests.e2e.conftest import TURN_KINDS, Node, sigkill, wait_for
 
 

@@ -109,7 +109,7 @@ def test_ls_prints_the_click_paths_bytes_without_click_or_zmq(records: Node) -> 
     ):
         run = same_both_ways(records, *args)
         assert run.quick, (args, sorted(run.modules))
-        assert "msgpack" not in run.modules  # small replies: roost.broker.tinypack
+        assert "msgpack" not in run.modules  # small replies: roost.client.fast.tinypack
         assert run.rc == 0 and b"alpha" in run.stdout and not run.stderr
     assert b"stopped one" in run.stdout and b"dormant" in run.stdout
     elsewhere = {"ROOST_STATE_DIR": str(records.state_dir.parent / "nothing here")}

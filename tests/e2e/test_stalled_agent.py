@@ -12,9 +12,9 @@ import signal
 import time
 from typing import Any
 
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
-from roost.broker.limits import INPUT_PENDING_MAX
+from roost.client.client import Client
+from roost.wire.errors import RoostError
+from roost.wire.limits import INPUT_PENDING_MAX
 from tests.e2e.conftest import Node, alive, wait_for
 
 

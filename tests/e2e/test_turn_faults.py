@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from roost.actors.supervisor.outbox import pending
-from roost.broker.messages import OutboxEntry
+from roost.wire.messages import OutboxEntry
 from tests.e2e.conftest import Node, log_has, sigkill, stopped, wait_for
 
 ANSWER = "echo: /tool echo kept"

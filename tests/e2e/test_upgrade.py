@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 import roost
-from roost.broker import protocol as p
+from roost.wire import protocol as p
 from tests.e2e.conftest import Node, alive, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

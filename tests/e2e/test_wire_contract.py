@@ -19,10 +19,10 @@ from typing import Any
 import msgpack
 import pytest
 
-from roost.broker import protocol as p
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
-from roost.broker.locate import read_node_info, read_token
+from roost.client.client import Client
+from roost.client.locate import read_node_info, read_token
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 from tests.e2e.conftest import Node, free_port, wait_for
 
 TURN_ID = re.compile(r"^t[0-9a-f]{11}$")

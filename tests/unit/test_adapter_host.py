@@ -7,12 +7,12 @@ from typing import Any, cast
 
 import pytest
 
-from roost.actors import adapters as adapters_host
-from roost.actors.adapters import AdapterActor
+from roost.actors import adapter_host as adapters_host
+from roost.actors.adapter_host import AdapterActor
 from roost.actors.runtime.peer import Peer
 from roost.adapters.base import Launch, LaunchContext, SessionView
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 
 CONTEXT = {"mode": "pty", "cwd": "/srv/work/proj", "env": {"CODEX_HOME": "/h"}, "data_dir": "/d"}
 

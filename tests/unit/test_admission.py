@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from roost.broker import keys as k
 from roost.broker.admission import Gate, negotiate, token_ok
-from roost.broker.errors import RoostError
-from roost.broker.policy import Policy
+from roost.client import keys as k
+from roost.wire.errors import RoostError
+from roost.wire.policy import Policy
 
 
 def _code(fn: Callable[..., object], *args: object) -> str:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from roost.broker.errors import RoostError
 from roost.cli import attach
+from roost.wire.errors import RoostError
 
 
 class Alive:

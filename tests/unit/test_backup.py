@@ -12,7 +12,7 @@ import pytest
 
 from roost.actors.state import db
 from roost.actors.state.backup import check_destination, copy
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 
 def _filled(path: Path, events: int) -> sqlite3.Connection:

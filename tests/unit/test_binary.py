@@ -9,14 +9,14 @@ from typing import Any, cast
 
 import pytest
 
-from roost.actors.adapters import AdapterActor
+from roost.actors.adapter_host import AdapterActor
 from roost.adapters.binary import find_program, missing
 from roost.adapters.claude import ClaudeAdapter
 from roost.adapters.codex import CodexAdapter
 from roost.adapters.echo import EchoAdapter
 from roost.adapters.kimi import KimiAdapter
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 
 
 def _program(directory: Path, name: str, mode: int = 0o755) -> Path:

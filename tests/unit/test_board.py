@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from roost.broker.errors import RoostError
 from roost.cli.board import PAD, Board, ago, fit, plain, short_path
 from roost.cli.tui_forms import spawn_body
+from roost.wire.errors import RoostError
 
 
 def rec(rid: str, state: str = "live", **kw: Any) -> dict[str, Any]:

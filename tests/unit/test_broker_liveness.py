@@ -14,9 +14,9 @@ import zmq.asyncio
 
 from roost.actors.runtime.peer import Peer
 from roost.broker import liveness
-from roost.broker import protocol as p
 from roost.broker.registry import PeerEntry, Registry
 from roost.broker.router import Broker, BrokerConfig
+from roost.wire import protocol as p
 from tests import kit
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from roost.actors.node.claims import NODE, Claims
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 
 class Clock:

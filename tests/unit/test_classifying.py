@@ -11,7 +11,7 @@ import pytest
 from roost.actors.supervisor import classifying
 from roost.actors.supervisor.classifying import ScreenClassifier
 from roost.actors.supervisor.host import Session
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 from tests import kit
 
 

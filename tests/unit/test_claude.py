@@ -35,7 +35,7 @@ from roost.adapters.base import (
 from roost.adapters.claude import ClaudeAdapter
 from roost.adapters.evidence import Evidence, ProcessInfo
 from roost.adapters.registry import adapters
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 from tests.unit.captures import capture, screens
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "claude"

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import zmq
 
-from roost.broker import protocol as p
-from roost.broker.client import Client, _decoded
-from roost.broker.errors import RoostError
 from roost.cli import events as events_cli
 from roost.cli.context import Ctx
+from roost.client.client import Client, _decoded
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 
 Answer = Callable[[dict[str, Any]], tuple[str, dict[str, Any]]]
 

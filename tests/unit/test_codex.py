@@ -27,7 +27,7 @@ from roost.adapters.codex import CodexAdapter
 from roost.adapters.codex_rollout import uuid7_time
 from roost.adapters.evidence import Evidence, ProcessInfo
 from roost.adapters.registry import adapters
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 from tests.unit.captures import CAPTURES, capture, screens
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from roost import config
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 
 def write(tmp_path: Path, text: str) -> Path:

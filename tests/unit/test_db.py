@@ -13,7 +13,7 @@ import pytest
 
 from roost.actors.state import db
 from roost.actors.state.records import DORMANT, LIVE, Record
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 
 @pytest.fixture

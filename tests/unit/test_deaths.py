@@ -16,7 +16,7 @@ from roost.actors.node.deaths import Deaths
 from roost.actors.node.launcher import process_started
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
-from roost.broker.messages import Active
+from roost.wire.messages import Active
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd here")
 

@@ -14,8 +14,8 @@ import pytest
 from roost.actors.state import db
 from roost.actors.state.records import ACTIVE_STATES, DORMANT, LIVE, Record
 from roost.actors.supervisor.delivery import FACTS, Deliverer, outcome, read_facts
-from roost.broker.errors import RoostError
-from roost.broker.messages import OutboxEntry, RecordState
+from roost.wire.errors import RoostError
+from roost.wire.messages import OutboxEntry, RecordState
 from tests import kit
 
 RESULT = {"result": "echo: hi", "is_error": False, "session_id": "s-1"}

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from roost.actors.node.hublink import HUB_LINK_FILE
-from roost.broker import locate
+from roost.client import locate
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = (ROOT / "docs" / "OPERATIONS.md").read_text(encoding="utf-8")
@@ -141,10 +141,10 @@ def missing_module(dotted: str) -> str | None:
 
 
 def test_named_paths_keep_to_what_they_mean() -> None:
-    text = "`roost/broker/policy.py`, roost/cli/, (roost/actors/node/x.py). ~/.config/roost/a.toml"
+    text = "`roost/wire/policy.py`, roost/cli/, (roost/actors/node/x.py). ~/.config/roost/a.toml"
     more = "branch roost/fix, `.../roost/fix-login/web`, `roost/adapters/<provider>.py`, tests/e2e"
     assert named_paths(text + more + " bench/README.md, deploy/systemd/") == {
-        "roost/broker/policy.py",
+        "roost/wire/policy.py",
         "roost/cli/",
         "roost/actors/node/x.py",
         "bench/README.md",
@@ -152,8 +152,8 @@ def test_named_paths_keep_to_what_they_mean() -> None:
     }
     found = ROOST_MODULE.findall("`python -m roost.actors.<kind>`, fish/completions/roost.fish")
     assert found == ["roost.actors"]
-    assert missing_module("roost.broker.protocol.CLIENT_METHODS") is None
-    assert missing_module("roost.broker.protocol.NO_SUCH_NAME") is not None
+    assert missing_module("roost.wire.protocol.CLIENT_METHODS") is None
+    assert missing_module("roost.wire.protocol.NO_SUCH_NAME") is not None
     assert missing_module("roost.broker.nowhere.thing") == "no module roost.broker.nowhere"
 
 

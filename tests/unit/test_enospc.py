@@ -17,8 +17,8 @@ from roost.actors.state import integrity
 from roost.actors.state.storage import NEARLY_FULL, Storage
 from roost.actors.supervisor.outbox import Outbox, pending
 from roost.actors.supervisor.terminal import Transcript
-from roost.broker.errors import RoostError
-from roost.broker.messages import OutboxEntry
+from roost.wire.errors import RoostError
+from roost.wire.messages import OutboxEntry
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 

@@ -1,4 +1,4 @@
-"""Stable error codes and RoostError (roost.broker.errors)."""
+"""Stable error codes and RoostError (roost.wire.errors)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from roost.broker.errors import CODES, RoostError
+from roost.wire.errors import CODES, RoostError
 
 KEBAB = re.compile(r"^[a-z]+(-[a-z]+)*$")
 

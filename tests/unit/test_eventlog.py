@@ -15,7 +15,7 @@ import pytest
 from roost.actors.state import db, eventlog
 from roost.actors.state.repair import fresh
 from roost.actors.state.salvage import copy_tables
-from roost.broker.messages import Event
+from roost.wire.messages import Event
 
 V4 = Path(__file__).parent.parent / "fixtures" / "state-v4.db"
 

@@ -1,4 +1,4 @@
-"""Typed access to request bodies (roost.broker.fields)."""
+"""Typed access to request bodies (roost.wire.fields)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from roost.broker import fields
-from roost.broker.errors import RoostError
+from roost.wire import fields
+from roost.wire.errors import RoostError
 
 
 def refused(accessor: Callable[..., Any], body: dict[str, Any], key: str, **kw: Any) -> None:

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from roost.broker import fields
-from roost.broker.errors import RoostError
-from roost.broker.protocol import (
+from roost.wire import fields
+from roost.wire.errors import RoostError
+from roost.wire.protocol import (
     BODY_LIMIT,
     HEADER_LIMIT,
     KINDS,
@@ -537,7 +537,7 @@ MODELS: dict[str, tuple[Model, st.SearchStrategy[dict[str, Any]]]] = {
 
 
 def accessors() -> dict[str, Callable[..., Any]]:
-    """Every public function of roost.broker.fields (so a new accessor is fuzzed too)."""
+    """Every public function of roost.wire.fields (so a new accessor is fuzzed too)."""
     return {
         name: fn
         for name, fn in inspect.getmembers(fields, inspect.isfunction)

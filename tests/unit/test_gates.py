@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from roost.actors.node.gates import Gate, Gates, refusal
-from roost.broker.errors import RoostError
-from roost.broker.limits import INPUT_PENDING_MAX
-from roost.broker.messages import Active
+from roost.wire.errors import RoostError
+from roost.wire.limits import INPUT_PENDING_MAX
+from roost.wire.messages import Active
 
 BODY = {"record": "r1", "generation": 3, "instance": "i3"}
 ACTIVE: Active = {"generation": 3, "instance": "i3"}

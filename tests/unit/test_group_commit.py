@@ -13,7 +13,7 @@ import pytest
 
 from roost.actors.node import commit
 from roost.actors.node.commit import GroupCommit, begin_body, begin_turn, until_answered
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 from tests import kit
 
 

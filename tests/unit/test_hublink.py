@@ -13,7 +13,7 @@ import zmq
 import zmq.asyncio
 
 from roost.actors.node.hublink import LocalClient
-from roost.broker import protocol as p
+from roost.wire import protocol as p
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from roost.actors.node import identity
 from roost.actors.runtime import idlock
 from roost.actors.state import db, eventlog
 from roost.actors.state.records import DORMANT, LIVE, Record
-from roost.broker import locate
-from roost.broker.errors import RoostError
+from roost.client import locate
+from roost.wire.errors import RoostError
 
 HOLDER = """
 import sys

@@ -14,9 +14,9 @@ import pytest
 from roost.actors.supervisor import keyboard
 from roost.actors.supervisor.host import Session
 from roost.actors.supervisor.keyboard import Keyboard
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.limits import INPUT_PENDING_MAX
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.limits import INPUT_PENDING_MAX
 from tests import kit
 
 NODE = p.Header(kind="request", method="session.type", sender="node")

@@ -1,4 +1,4 @@
-"""roost.broker.interpreter: the one place that says how roost starts a Python process of its
+"""roost.interpreter: the one place that says how roost starts a Python process of its
 own (``python -P -m``), and no other module of roost spelling ``-m`` itself (one that did would
 run a ``roost/`` package from its working directory; tests/e2e/test_hostile_cwd.py shows it)."""
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from roost.broker.interpreter import python_module
+from roost.interpreter import python_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ def test_the_working_directory_is_not_on_the_path_of_such_a_process(tmp_path: Pa
     (tmp_path / "roost").mkdir()
     (tmp_path / "roost" / "__init__.py").write_text("raise SystemExit('the planted roost')\n")
     out = subprocess.run(
-        python_module("roost.broker.interpreter"),
+        python_module("roost.interpreter"),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -31,7 +31,7 @@ def test_the_working_directory_is_not_on_the_path_of_such_a_process(tmp_path: Pa
     )
     assert out.returncode == 0, out.stderr
     planted = subprocess.run(
-        [sys.executable, "-m", "roost.broker.interpreter"],
+        [sys.executable, "-m", "roost.interpreter"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -43,7 +43,7 @@ def test_the_working_directory_is_not_on_the_path_of_such_a_process(tmp_path: Pa
 def test_no_other_module_of_roost_starts_python_with_dash_m() -> None:
     found = []
     for path in sorted((ROOT / "roost").rglob("*.py")):
-        if path.name == "interpreter.py" and path.parent.name == "broker":
+        if path == ROOT / "roost" / "interpreter.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Constant) and node.value == "-m":

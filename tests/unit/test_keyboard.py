@@ -14,8 +14,8 @@ from roost.actors.node.inputs import logged
 from roost.actors.supervisor import keyboard
 from roost.actors.supervisor.host import Session
 from roost.actors.supervisor.keyboard import Keyboard, withheld
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 from tests import kit
 
 NODE = p.Header(kind="request", method="session.type", sender="node")

@@ -1,4 +1,4 @@
-"""Authorised keys (roost.broker.keys): allowing again, one key per node id, revoking."""
+"""Authorised keys (roost.client.keys): allowing again, one key per node id, revoking."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from roost.broker import keys as k
-from roost.broker.errors import RoostError
+from roost.client import keys as k
+from roost.wire.errors import RoostError
 
 
 def test_allowing_the_same_key_again_replaces_its_entry(tmp_path: Path) -> None:

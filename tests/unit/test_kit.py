@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from roost.actors.runtime.caller import Caller, Link
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 from tests import kit
 
 

@@ -14,7 +14,7 @@ import pytest
 from roost.actors.node.known import KnownRecords
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 
 def rec(rid: str, name: str | None = None, **changes: Any) -> Record:

@@ -71,6 +71,25 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
             "import roost.actors.node.sessions",
             "roost.cli.output -> roost.actors",
         ),
+        # roost ls's fast path importing the protocol (its dataclasses), or msgpack
+        (
+            "roost.client.fast.zmtp",
+            "import roost.wire.protocol",
+            "roost.client.fast.zmtp -> roost.wire.protocol",
+        ),
+        ("roost.client.fast.tinypack", "import msgpack", "roost.client.fast.tinypack -> msgpack"),
+        # the wire format reaching up into the client
+        ("roost.wire.fields", "import roost.client.locate", "roost.wire.fields -> roost.client"),
+        # the client reaching into the router
+        (
+            "roost.client.client",
+            "import roost.broker.router",
+            "roost.client.client -> roost.broker",
+        ),
+        # the CLI going around the client, into the router
+        ("roost.cli.output", "import roost.broker.registry", "roost.cli.output -> roost.broker"),
+        # a process importing the CLI
+        ("roost.actors.runtime.lines", "import roost.cli.table", "lines -> roost.cli"),
         # a cycle inside one package
         (
             "roost.actors.supervisor.terminal",

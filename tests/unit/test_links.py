@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
 from roost.broker.links import Links
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 
 
 def _request(rid: str, sender: str = "client/c1") -> p.Header:

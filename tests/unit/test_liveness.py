@@ -6,9 +6,9 @@ from typing import Any, cast
 
 import pytest
 
-from roost.broker.client import Client
-from roost.broker.errors import RoostError
 from roost.cli.liveness import CHECK_S, Liveness
+from roost.client.client import Client
+from roost.wire.errors import RoostError
 from tests import kit
 
 

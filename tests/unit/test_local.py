@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost.broker import protocol as p
 from roost.broker.local import LocalLink, data
+from roost.wire import protocol as p
 
 Got = list[tuple[list[Any], p.Header | None]]
 

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from roost.adapters.base import KEYS
-from roost.broker.protocol import KEY_NAMES
 from roost.cli.logs import Tail, last_lines, render, rotated
+from roost.wire.protocol import KEY_NAMES
 
 
 def line(**doc: object) -> str:

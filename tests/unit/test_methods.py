@@ -1,4 +1,4 @@
-"""The table of wire methods (``roost.broker.protocol.METHODS``) is the one place a method's
+"""The table of wire methods (``roost.wire.protocol.METHODS``) is the one place a method's
 properties are stated: docs/PROTOCOL.md says the same of every method, each server registers a
 handler for exactly the methods the table gives it, and a method declared mutating gets the
 claims and operation-id checks without being named anywhere else.
@@ -27,8 +27,8 @@ from roost.actors.node.restore import Restorer
 from roost.actors.node.sessions import Sessions
 from roost.actors.runtime.peer import Peer, Serving
 from roost.actors.state import records as r
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 from tests import kit
 from tests.unit.test_protocol_spec import sections
 

@@ -18,10 +18,10 @@ from roost.actors.node import inputs as inputs_module
 from roost.actors.node.inputs import Inputs, checked, legacy, logged
 from roost.actors.node.sessions import Sessions
 from roost.actors.state import records as r
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.limits import INPUT_PENDING_MAX
-from roost.broker.messages import Active, Mode, RecordState
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.limits import INPUT_PENDING_MAX
+from roost.wire.messages import Active, Mode, RecordState
 from tests import kit
 
 WIRE = {"roost": "0.0", "wire": 3}  # a supervisor that commits nothing itself

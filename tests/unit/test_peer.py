@@ -17,7 +17,7 @@ import zmq.asyncio
 
 from roost.actors.runtime import peer as peer_mod
 from roost.actors.runtime.peer import Peer
-from roost.broker import protocol as p
+from roost.wire import protocol as p
 
 # What the pipe holds before a send meets it full: the DEALER's send and the ROUTER's receive
 # high-water marks (1,000 each by default), the kernel's socket buffers and libzmq's batches

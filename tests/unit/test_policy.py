@@ -1,11 +1,11 @@
-"""What a broker lets its peers address (roost.broker.policy): a node's rules and a hub's."""
+"""What a broker lets its peers address (roost.wire.policy): a node's rules and a hub's."""
 
 from __future__ import annotations
 
 import pytest
 
-from roost.broker.errors import RoostError
-from roost.broker.policy import NODE_ROLE, Policy, check_node_id, node_address, node_of
+from roost.wire.errors import RoostError
+from roost.wire.policy import NODE_ROLE, Policy, check_node_id, node_address, node_of
 
 NODE, HUB = Policy(), Policy(hub=True)
 TARGETS = [

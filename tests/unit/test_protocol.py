@@ -1,4 +1,4 @@
-"""The msgpack codec and its limits, and the routing header (roost.broker.protocol)."""
+"""The msgpack codec and its limits, and the routing header (roost.wire.protocol)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost.broker.errors import RoostError
-from roost.broker.protocol import (
+from roost.wire.errors import RoostError
+from roost.wire.protocol import (
     BODY_LIMIT,
     ERROR,
     HEADER_LIMIT,

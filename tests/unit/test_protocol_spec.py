@@ -12,8 +12,8 @@ from pathlib import Path
 
 import msgpack
 
-from roost.broker.errors import CODES
-from roost.broker.protocol import CLIENT_METHODS, EVENT_KINDS
+from roost.wire.errors import CODES
+from roost.wire.protocol import CLIENT_METHODS, EVENT_KINDS
 
 SPEC = Path(__file__).resolve().parents[2] / "docs" / "PROTOCOL.md"
 NAME_HEADING = re.compile(r"^### `([^`]+)`\s*$", re.MULTILINE)

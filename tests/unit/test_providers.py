@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from roost import config, providers
-from roost.actors.adapters import AdapterActor
+from roost.actors.adapter_host import AdapterActor
 from roost.actors.runtime.peer import Peer
 from roost.adapters import doctor
 from roost.adapters.base import (
@@ -37,11 +37,11 @@ from roost.adapters.base import (
 from roost.adapters.evidence import Evidence
 from roost.adapters.registry import adapter_class, adapters
 from roost.adapters.settings import with_settings
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
 from roost.cli import completion
 from roost.cli.main import cli
 from roost.cli.sessions import spawn
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = "tests.unit.test_providers:FakeAdapter"

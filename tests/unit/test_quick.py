@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len, set_cell_size
 
-from roost.broker import nodefile, wire
-from roost.broker import protocol as p
-from roost.broker.locate import default_state_dir
 from roost.cli import quick, table
+from roost.client.fast import nodefile
+from roost.client.locate import default_state_dir
+from roost.wire import codec as wire
+from roost.wire import protocol as p
 
 ENV: dict[str, str] = {}
 

@@ -25,7 +25,7 @@ from roost.actors.state.records import (
     session_address,
     validate_name,
 )
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 ACTIVE = {"address": "session/r1", "generation": 3}
 

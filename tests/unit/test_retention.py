@@ -14,10 +14,10 @@ from roost.actors.runtime.peer import Peer
 from roost.actors.state import db, retention
 from roost.actors.state.retention import Retention
 from roost.actors.state.store import StateStore
-from roost.broker import limits
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.messages import Event
+from roost.wire import limits
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.messages import Event
 from tests import kit
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from roost.actors.state import db, schema
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 EARLIER = sorted(FIXTURES.glob("state-v*.db"))

@@ -16,8 +16,8 @@ import pytest
 from roost.actors.runtime.peer import Peer
 from roost.actors.state import db
 from roost.actors.state.store import StateStore
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 from tests import kit
 
 

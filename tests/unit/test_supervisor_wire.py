@@ -15,9 +15,9 @@ from roost.actors.node.reports import NEWER, OUTDATED, Reports, supervisor_versi
 from roost.actors.node.sessions import Sessions
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.messages import Active, Event
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.messages import Active, Event
 
 
 class FakeSessions(Sessions):

@@ -23,7 +23,7 @@ from roost.actors.node.sessions import Sessions
 from roost.actors.node.sweep import Sweep
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
-from roost.broker.messages import Active
+from roost.wire.messages import Active
 from tests import kit
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd here")

@@ -1,4 +1,4 @@
-"""The pure-Python msgpack of ``roost ls``'s fast path (roost.broker.tinypack) against msgpack
+"""The pure-Python msgpack of ``roost ls``'s fast path (roost.client.fast.tinypack) against msgpack
 itself: the same bytes out, the same objects in, and a ValueError wherever the wire's decoder
 would refuse or it is not sure (the fast path then asks again through msgpack)."""
 
@@ -12,9 +12,10 @@ from typing import Any
 import msgpack
 import pytest
 
-from roost.broker import tinypack, wire
-from roost.broker.errors import RoostError
 from roost.cli import quick
+from roost.client.fast import tinypack
+from roost.wire import codec as wire
+from roost.wire.errors import RoostError
 
 
 def value(rng: random.Random, depth: int = 0) -> Any:

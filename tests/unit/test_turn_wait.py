@@ -13,7 +13,7 @@ from roost.actors.node import control as control_module
 from roost.actors.node.control import Control
 from roost.actors.node.sessions import Sessions
 from roost.actors.state import records as r
-from roost.broker import protocol as p
+from roost.wire import protocol as p
 from tests import kit
 
 

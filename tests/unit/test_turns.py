@@ -21,8 +21,8 @@ from roost.actors.supervisor import turns
 from roost.actors.supervisor.outbox import Outbox
 from roost.actors.supervisor.terminal import Terminal, Transcript
 from roost.actors.supervisor.turns import TurnRunner
-from roost.broker.errors import RoostError
-from roost.broker.messages import TurnPlan
+from roost.wire.errors import RoostError
+from roost.wire.messages import TurnPlan
 from tests import kit
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from roost.actors.node import worktrees as wt
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 
 def test_requested() -> None:

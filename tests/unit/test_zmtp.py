@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import zmq
 
-from roost.broker import zmtp
-from roost.broker.zmtp import Dealer, ZmtpError
+from roost.client.fast import zmtp
+from roost.client.fast.zmtp import Dealer, ZmtpError
 
 
 def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:

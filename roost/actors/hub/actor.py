@@ -31,10 +31,9 @@ from roost.actors.runtime.idlock import hold_runtime_dir
 from roost.actors.runtime.lock import StateLock
 from roost.actors.runtime.peer import Peer, Serving
 from roost.actors.runtime.process import announce, run_until, run_until_stopped, setup_logging
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.keys import node_keys
-from roost.broker.locate import (
+from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
+from roost.client.keys import node_keys
+from roost.client.locate import (
     ACTOR_TOKEN_FILE,
     OBSERVER_TOKEN_FILE,
     NodeInfo,
@@ -45,8 +44,9 @@ from roost.broker.locate import (
     runtime_dir,
     write_node_info,
 )
-from roost.broker.policy import HUB, Policy, node_address, node_of
-from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.policy import HUB, Policy, node_address, node_of
 
 log = structlog.get_logger("roost.hub")
 

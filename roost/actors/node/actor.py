@@ -29,12 +29,12 @@ from roost.actors.state import records as r
 from roost.actors.state.records import Record
 from roost.actors.supervisor.terminal import read_transcript
 from roost.adapters.base import key_names
-from roost.broker import fields as f
-from roost.broker import messages as msg
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
 from roost.providers import names
 from roost.suggest import close_matches, did_you_mean
+from roost.wire import fields as f
+from roost.wire import messages as msg
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 
 log = structlog.get_logger("roost.node")
 

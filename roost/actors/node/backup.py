@@ -11,8 +11,8 @@ from typing import Any
 
 from roost.actors.runtime.caller import Caller
 from roost.actors.runtime.peer import Handler
-from roost.broker import fields as f
-from roost.broker import protocol as p
+from roost.wire import fields as f
+from roost.wire import protocol as p
 
 BACKUP_TIMEOUT_S = 600.0  # a copy runs at disk speed: gigabytes take a while
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from roost.actors.runtime.caller import Caller
 from roost.actors.runtime.peer import Handler
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
 from roost.providers import vendors
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 
 DOCTOR_TIMEOUT_S = 55.0
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 NODE = "node"  # the key of the node-wide controller lease (no record id looks like it)
 DEFAULT_LEASE_MS = 30_000

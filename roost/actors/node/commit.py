@@ -19,8 +19,8 @@ import structlog
 
 from roost.actors.runtime import eager
 from roost.actors.runtime.caller import Caller
-from roost.broker.errors import REFUSED, TRANSIENT, RoostError
-from roost.broker.messages import AppendReply, Event
+from roost.wire.errors import REFUSED, TRANSIENT, RoostError
+from roost.wire.messages import AppendReply, Event
 
 log = structlog.get_logger("roost.commit")
 

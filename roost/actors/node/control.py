@@ -23,9 +23,9 @@ from roost.actors.node.sessions import Sessions
 from roost.actors.runtime.caller import Caller
 from roost.actors.runtime.keyed import KeyedLocks
 from roost.actors.runtime.peer import Handler, Serving
-from roost.broker import fields as f
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
+from roost.wire import fields as f
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 
 TURN_POLL_S = 1.0  # turn.wait looks again this often even with no turn event seen
 TURN_TOPIC = "/session.turn"  # the state store's event topic of a turn's end: e/<record>/...

@@ -40,12 +40,10 @@ from roost.actors.runtime.lock import StateLock
 from roost.actors.runtime.peer import Peer
 from roost.actors.runtime.process import Tasks, announce, run_until_stopped, setup_logging
 from roost.adapters.settings import binary
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError, write_refused
-from roost.broker.interpreter import python_module
-from roost.broker.keys import node_keys
-from roost.broker.limits import check_limit
-from roost.broker.locate import (
+from roost.broker.registry import Registry
+from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
+from roost.client.keys import node_keys
+from roost.client.locate import (
     ACTOR_TOKEN_ENV,
     ACTOR_TOKEN_FILE,
     LOCK_FILE,
@@ -58,12 +56,14 @@ from roost.broker.locate import (
     runtime_dir,
     write_node_info,
 )
-from roost.broker.messages import Event
-from roost.broker.policy import check_node_id
-from roost.broker.registry import Registry
-from roost.broker.router import Broker, BrokerConfig, NetworkEndpoint
 from roost.config import Config, config_path, load
+from roost.interpreter import python_module
 from roost.providers import built_in, vendors
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError, write_refused
+from roost.wire.limits import check_limit
+from roost.wire.messages import Event
+from roost.wire.policy import check_node_id
 
 log = structlog.get_logger("roost.daemon")
 
@@ -134,7 +134,7 @@ class Daemon:
             ),
             Child(
                 "adapters",
-                python_module("roost.actors.adapters", *common),
+                python_module("roost.actors.adapter_host", *common),
                 env,
                 on_exit=lambda: self._exited("adapter/"),
             ),

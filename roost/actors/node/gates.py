@@ -23,9 +23,9 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from roost.broker.errors import RoostError
-from roost.broker.limits import INPUT_PENDING_MAX
-from roost.broker.messages import Active
+from roost.wire.errors import RoostError
+from roost.wire.limits import INPUT_PENDING_MAX
+from roost.wire.messages import Active
 
 HOLD_WAIT_S = 6.0  # input waits this long for a held gate (a verdict, a catch-up) to open
 FULL_WAIT_S = 5.0  # and this long for an agent to read what it was given

@@ -26,10 +26,10 @@ import zmq.asyncio
 
 from roost.actors.runtime.endpoints import check_tcp
 from roost.actors.runtime.peer import Peer
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.keys import check_public, node_keys
-from roost.broker.policy import node_address
+from roost.client.keys import check_public, node_keys
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.policy import node_address
 
 log = structlog.get_logger("roost.hublink")
 

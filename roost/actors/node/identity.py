@@ -32,8 +32,8 @@ from roost.actors.runtime.idlock import hold_node_id, hold_runtime_dir
 from roost.actors.runtime.lock import StateLock
 from roost.actors.state import db, integrity
 from roost.actors.state import records as r
-from roost.broker import messages as msg
-from roost.broker.locate import runtime_dir
+from roost.client.locate import runtime_dir
+from roost.wire import messages as msg
 
 log = structlog.get_logger("roost.identity")
 

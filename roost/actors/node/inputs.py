@@ -60,11 +60,11 @@ from roost.actors.runtime.keyed import KeyedLocks
 from roost.actors.runtime.process import logged_crash
 from roost.actors.state import records as r
 from roost.adapters.base import key_names
-from roost.broker import fields as f
-from roost.broker import protocol as p
-from roost.broker.errors import TRANSIENT, RoostError
-from roost.broker.limits import INPUT_PENDING_MAX
-from roost.broker.messages import Active
+from roost.wire import fields as f
+from roost.wire import protocol as p
+from roost.wire.errors import TRANSIENT, RoostError
+from roost.wire.limits import INPUT_PENDING_MAX
+from roost.wire.messages import Active
 
 log = structlog.get_logger("roost.inputs")
 

@@ -28,7 +28,7 @@ import structlog
 
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 log = structlog.get_logger("roost.known")
 

@@ -31,8 +31,8 @@ import structlog
 
 from roost.actors.node.zygote import InDoubt, Unavailable, Zygote
 from roost.actors.supervisor.terminal import write_private
-from roost.broker.interpreter import python_module
-from roost.broker.messages import LaunchSpec
+from roost.interpreter import python_module
+from roost.wire.messages import LaunchSpec
 
 log = structlog.get_logger("roost.launcher")
 

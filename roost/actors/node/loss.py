@@ -29,8 +29,8 @@ from roost.actors.runtime.caller import Caller
 from roost.actors.state.records import ACTIVE_STATES, Record
 from roost.actors.supervisor.delivery import FACTS, Deliverer, Facts, finished, interrupted_result
 from roost.actors.supervisor.outbox import mark_delivered, pending
-from roost.broker.errors import RoostError
-from roost.broker.messages import Active
+from roost.wire.errors import RoostError
+from roost.wire.messages import Active
 
 log = structlog.get_logger("roost.loss")
 

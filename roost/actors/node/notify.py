@@ -31,9 +31,9 @@ import zmq
 import zmq.asyncio
 
 from roost.actors.runtime.process import logged_crash
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
 from roost.config import Config
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 
 log = structlog.get_logger("roost.notify")
 

@@ -24,10 +24,10 @@ from roost.actors.node.launcher import process_started
 from roost.actors.node.sessions import Sessions
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
-from roost.broker import messages as msg
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.messages import Active, WireReason
+from roost.wire import messages as msg
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.messages import Active, WireReason
 
 log = structlog.get_logger("roost.sessions")
 

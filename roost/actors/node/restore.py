@@ -31,10 +31,10 @@ from roost.actors.node.sessions import Sessions
 from roost.actors.runtime.caller import Caller
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
-from roost.broker import messages as msg
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.messages import Restored
+from roost.wire import messages as msg
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.messages import Restored
 
 log = structlog.get_logger("roost.restore")
 

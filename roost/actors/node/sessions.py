@@ -31,9 +31,9 @@ from roost.actors.runtime.caller import Caller
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
 from roost.actors.supervisor.terminal import session_dir
-from roost.broker import messages as msg
-from roost.broker.errors import RoostError
-from roost.broker.messages import Event, LaunchSpec, RecordState, TurnPlan
+from roost.wire import messages as msg
+from roost.wire.errors import RoostError
+from roost.wire.messages import Event, LaunchSpec, RecordState, TurnPlan
 
 log = structlog.get_logger("roost.sessions")
 

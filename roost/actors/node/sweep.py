@@ -28,7 +28,7 @@ from roost.actors.node.sessions import ATTACH_TIMEOUT, Sessions
 from roost.actors.runtime.process import logged_crash
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 log = structlog.get_logger("roost.sweep")
 

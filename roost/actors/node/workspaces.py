@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 LISTED = 20  # workspaces named in the message; ``detail.workspaces`` has them all
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from roost.actors.state.records import Record
-from roost.broker.errors import RoostError
-from roost.broker.messages import Worktree
+from roost.wire.errors import RoostError
+from roost.wire.messages import Worktree
 
 GIT_TIMEOUT_S = 30.0
 PATCH_LIMIT = 512 * 1024  # characters of patch text in a diff reply; the rest is cut (truncated)

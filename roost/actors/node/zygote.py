@@ -29,7 +29,7 @@ from typing import Any
 import structlog
 
 from roost.actors.runtime.children import RestartPolicy, decide, wait_or_kill
-from roost.broker.interpreter import python_module
+from roost.interpreter import python_module
 
 log = structlog.get_logger("roost.zygote")
 

@@ -22,7 +22,7 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from roost.broker import protocol as p
+from roost.wire import protocol as p
 
 WATCHED = zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_HANDSHAKE_SUCCEEDED
 CONNECT_TIMEOUT_MS = 10_000

@@ -7,10 +7,10 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from roost.broker.errors import RoostError
-from roost.broker.keys import AllowedKeys, allowed, is_loopback, node_keys
-from roost.broker.locate import default_state_dir
 from roost.broker.router import NetworkEndpoint
+from roost.client.keys import AllowedKeys, allowed, is_loopback, node_keys
+from roost.client.locate import default_state_dir
+from roost.wire.errors import RoostError
 
 
 def check_tcp(endpoint: str, flag: str) -> str:

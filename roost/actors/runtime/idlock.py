@@ -20,9 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from roost.actors.runtime.lock import StateLock
-from roost.broker.errors import RoostError
-from roost.broker.locate import private_dir, runtime_base
-from roost.broker.policy import check_node_id
+from roost.client.locate import private_dir, runtime_base
+from roost.wire.errors import RoostError
+from roost.wire.policy import check_node_id
 
 IDS_DIR = "node-ids"
 RUNTIME_LOCK = "runtime.lock"

@@ -41,11 +41,11 @@ import zmq
 import zmq.asyncio
 
 from roost.actors.runtime import dealer, eager
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
 from roost.broker.local import LocalLink, data
 from roost.broker.loopsock import LoopSocket
 from roost.broker.registry import DEAD_AFTER_BEATS, HEARTBEAT_S, Seen
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 
 log = structlog.get_logger("roost.peer")
 

@@ -25,9 +25,9 @@ from typing import Any
 import structlog
 
 from roost.actors.state import integrity
-from roost.broker import fields as f
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError, write_refused
+from roost.wire import fields as f
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError, write_refused
 
 log = structlog.get_logger("roost.state")
 

@@ -28,7 +28,7 @@ from roost.actors.state.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from roost.actors.state.schema import get_meta as get_meta
 from roost.actors.state.schema import open_db as open_db
 from roost.actors.state.schema import refuse_foreign as refuse_foreign
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 PACKED = ("active", "last_exit", "env", "worktree")
 

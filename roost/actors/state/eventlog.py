@@ -22,7 +22,7 @@ from typing import Any, cast
 
 import msgpack
 
-from roost.broker.messages import Event
+from roost.wire.messages import Event
 
 REPLY_BUDGET = 4 * 1024 * 1024  # bytes of events in one reply: half the 8-MiB frame limit
 _PAGE_SQL = "SELECT seq, packed FROM events WHERE seq > ?{} ORDER BY seq LIMIT ?"

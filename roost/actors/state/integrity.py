@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 ADVICE = "run `roost node repair` to salvage it into a new file (the damaged one is kept)"
 _FULL = {sqlite3.SQLITE_FULL}

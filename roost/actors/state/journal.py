@@ -13,10 +13,10 @@ from roost.actors.runtime.peer import Serving
 from roost.actors.state import db
 from roost.actors.state.records import ACTIVE_STATES
 from roost.actors.state.writer import Writer
-from roost.broker import fields as f
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.messages import Event
+from roost.wire import fields as f
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.messages import Event
 
 
 def check_events(body: dict[str, Any]) -> list[Event]:

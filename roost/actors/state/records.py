@@ -10,8 +10,12 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any, get_args
 
-from roost.broker.errors import RoostError
-from roost.broker.messages import (
+from roost.providers import MODES as MODES
+from roost.providers import NEVER as NEVER
+from roost.providers import RESTORE_POLICIES as RESTORE_POLICIES
+from roost.providers import RESUME as RESUME
+from roost.wire.errors import RoostError
+from roost.wire.messages import (
     Active,
     ClassificationState,
     Mode,
@@ -19,10 +23,6 @@ from roost.broker.messages import (
     RestorePolicy,
     Worktree,
 )
-from roost.providers import MODES as MODES
-from roost.providers import NEVER as NEVER
-from roost.providers import RESTORE_POLICIES as RESTORE_POLICIES
-from roost.providers import RESUME as RESUME
 
 STATES: tuple[RecordState, ...] = get_args(RecordState)
 STARTING, LIVE, STOPPING, DORMANT, ATTENTION, FAILED = STATES

@@ -29,8 +29,8 @@ from typing import Any
 from roost.actors.runtime.lock import StateLock
 from roost.actors.state import integrity, salvage
 from roost.actors.state.schema import SCHEMA_VERSION, migrate
-from roost.broker.errors import RoostError
-from roost.broker.locate import LOCK_FILE
+from roost.client.locate import LOCK_FILE
+from roost.wire.errors import RoostError
 
 DB = "state.db"
 SIDES = ("", "-wal", "-shm")

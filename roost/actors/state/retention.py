@@ -20,8 +20,8 @@ import sqlite3
 from dataclasses import dataclass
 
 from roost.actors.state.schema import get_meta
-from roost.broker.errors import RoostError
-from roost.broker.limits import DEFAULT_LIMIT, check_limit
+from roost.wire.errors import RoostError
+from roost.wire.limits import DEFAULT_LIMIT, check_limit
 
 CHUNK = 5_000
 OPS_KEEP_S = 7 * 24 * 3600.0

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from roost.actors.state import integrity
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 PATH_SEMANTICS = "windows" if sys.platform == "win32" else "posix"
 

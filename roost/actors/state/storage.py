@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from roost.actors.state import integrity
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 log = structlog.get_logger("roost.state")
 NEARLY_FULL = 256 * 1024  # an I/O error with less than this free is taken for ENOSPC

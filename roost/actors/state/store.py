@@ -38,11 +38,11 @@ from roost.actors.state.records import Record
 from roost.actors.state.retention import Retention
 from roost.actors.state.storage import Storage
 from roost.actors.state.writer import Mutation
-from roost.broker import fields as f
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.limits import check_limit
-from roost.broker.messages import Event
+from roost.wire import fields as f
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.limits import check_limit
+from roost.wire.messages import Event
 
 log = structlog.get_logger("roost.state")
 

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from roost.broker.messages import Event
+from roost.wire.messages import Event
 
 Mutation = Callable[[], tuple[dict[str, Any], list[Event]]]
 

@@ -44,10 +44,10 @@ from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.actors.supervisor.pty_backend import ExitStatus
 from roost.actors.supervisor.terminal import Terminal, Transcript
 from roost.actors.supervisor.turns import TurnRunner
-from roost.broker import fields as f
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.messages import LaunchSpec, OutboxEntry
+from roost.wire import fields as f
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.messages import LaunchSpec, OutboxEntry
 
 log = structlog.get_logger("roost.supervisor")
 

@@ -35,7 +35,7 @@ import structlog
 
 from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor.host import Session
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 log = structlog.get_logger("roost.classifying")
 

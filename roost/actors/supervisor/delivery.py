@@ -19,8 +19,8 @@ from typing import Any
 import msgpack
 
 from roost.actors.runtime.caller import Caller
-from roost.broker.errors import TRANSIENT, RoostError, write_refused
-from roost.broker.messages import OutboxEntry
+from roost.wire.errors import TRANSIENT, RoostError, write_refused
+from roost.wire.messages import OutboxEntry
 
 Entry = OutboxEntry
 Facts = dict[str, Any]

@@ -12,8 +12,8 @@ from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.actors.supervisor.pty_backend import ExitStatus
 from roost.actors.supervisor.terminal import Terminal
 from roost.actors.supervisor.turns import TurnRunner
-from roost.broker import protocol as p
-from roost.broker.messages import LaunchSpec
+from roost.wire import protocol as p
+from roost.wire.messages import LaunchSpec
 
 
 class Checks(Protocol):

@@ -31,10 +31,10 @@ from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor.host import Session
 from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.adapters.base import KEYS, key_names
-from roost.broker import fields as f
-from roost.broker import protocol as p
-from roost.broker.errors import RoostError
-from roost.broker.limits import INPUT_PENDING_MAX
+from roost.wire import fields as f
+from roost.wire import protocol as p
+from roost.wire.errors import RoostError
+from roost.wire.limits import INPUT_PENDING_MAX
 
 log = structlog.get_logger("roost.keyboard")
 

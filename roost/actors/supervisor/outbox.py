@@ -21,8 +21,8 @@ from typing import Any, cast
 import msgpack
 import structlog
 
-from roost.broker.errors import TRANSIENT, RoostError
-from roost.broker.messages import OutboxEntry
+from roost.wire.errors import TRANSIENT, RoostError
+from roost.wire.messages import OutboxEntry
 
 log = structlog.get_logger("roost.outbox")
 

@@ -24,7 +24,7 @@ import structlog
 
 from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor.pty_backend import ExitStatus, PtyBackend, spawn_pty
-from roost.broker.messages import LaunchSpec
+from roost.wire.messages import LaunchSpec
 
 log = structlog.get_logger("roost.pty")
 

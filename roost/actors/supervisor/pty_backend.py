@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 if sys.platform != "win32":
     import fcntl

@@ -27,8 +27,8 @@ from roost.actors.runtime.lines import LINE_CAP, Lines
 from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor.outbox import Outbox
 from roost.actors.supervisor.terminal import Terminal, Transcript
-from roost.broker.errors import TRANSIENT, RoostError
-from roost.broker.messages import LaunchSpec, OutboxEntry, TurnPlan
+from roost.wire.errors import TRANSIENT, RoostError
+from roost.wire.messages import LaunchSpec, OutboxEntry, TurnPlan
 
 log = structlog.get_logger("roost.turns")
 CHUNK = 65536

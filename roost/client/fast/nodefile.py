@@ -1,5 +1,5 @@
 """The files a client reads to find a running node: ``node.json``, the lock, the token. With
-``os`` and ``json`` only: ``roost.broker.locate`` builds on these (and re-exports them), and
+``os`` and ``json`` only: ``roost.client.locate`` builds on these (and re-exports them), and
 ``roost ls``'s fast path (``roost.cli.quick``) reads them without pathlib or dataclasses.
 Paths are ``str`` or ``os.PathLike`` (``Path``): anything ``open`` takes.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from roost.broker.errors import RoostError
+from roost.wire.errors import RoostError
 
 TYPE_CHECKING = False  # not typing's: its import costs the fast path ~4 ms (mypy reads this)
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ TOKEN_ENV = "ROOST_TOKEN"
 def default_state_dir() -> str:
     """The state directory when none is named: ``ROOST_STATE_DIR``, else the platform's
     (``$XDG_STATE_HOME/roost``, by default ``~/.local/state/roost``; ``%LOCALAPPDATA%\\roost``
-    on Windows), resolved as ``Path.resolve`` does (``roost.broker.locate`` returns it as a
+    on Windows), resolved as ``Path.resolve`` does (``roost.client.locate`` returns it as a
     ``Path``)."""
     env = os.environ.get("ROOST_STATE_DIR")
     if env:

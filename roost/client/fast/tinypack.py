@@ -4,7 +4,7 @@ brings datetime and collections).
 
 ``packb`` encodes what requests hold (maps, arrays, str, bytes, int, float, bool, None) as
 ``msgpack.packb(obj, use_bin_type=True)`` does, byte for byte. ``unpackb`` decodes one value as
-``roost.broker.wire.load`` reads a frame (``raw=False``, ``strict_map_key``, the wire's array,
+``roost.wire.codec.load`` reads a frame (``raw=False``, ``strict_map_key``, the wire's array,
 map and depth limits), giving the same objects; anything else (an extension type, a key that is
 not a string, a limit passed, trailing or missing bytes) raises ``ValueError``, and the caller
 then asks again through the real codec. Only for small messages (``SMALL``): the C decoder is
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import _struct
 
-from roost.broker.limits import MAX_ARRAY as MAX_ARRAY
-from roost.broker.limits import MAX_DEPTH as MAX_DEPTH
-from roost.broker.limits import MAX_MAP as MAX_MAP
+from roost.wire.limits import MAX_ARRAY as MAX_ARRAY
+from roost.wire.limits import MAX_DEPTH as MAX_DEPTH
+from roost.wire.limits import MAX_MAP as MAX_MAP
 
 TYPE_CHECKING = False  # not typing's (its import costs the fast path ~4 ms); mypy reads this
 if TYPE_CHECKING:

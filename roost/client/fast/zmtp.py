@@ -19,7 +19,7 @@ from __future__ import annotations
 import _socket  # not socket: its enum conversions of every constant cost ~5 ms of the start
 import time
 
-from roost.broker.limits import HARD_FRAME_LIMIT, MAX_FRAMES
+from roost.wire.limits import HARD_FRAME_LIMIT, MAX_FRAMES
 
 MORE, LONG, COMMAND = 0x01, 0x02, 0x04
 # signature (0xff, 8 bytes of padding, 0x7f), version 3.1, mechanism NULL, as-server 0, filler
