@@ -61,7 +61,7 @@ _.do_POST
 # -- read by the library they are set on --
 _.row_factory  # sqlite3 connections
 _.tempdir  # tempfile.tempdir, set by a test (tests/unit/test_docs.py)
-strict  # CPython's JSON scanner reads these of its decoder (roost/broker/nodefile.py)
+strict  # CPython's JSON scanner reads these of its decoder (roost/client/fast/nodefile.py)
 object_hook
 object_pairs_hook
 parse_float
@@ -75,8 +75,8 @@ _.updated
 
 # -- arguments a callback's signature requires --
 signum  # signal handlers
-domain  # the ZAP handler (roost/broker/keys.py)
+domain  # the ZAP handler (roost/client/keys.py)
 short_deadline  # a pytest fixture requested for its effect (tests/unit/test_group_commit.py)
 
-# -- keys of TypedDicts: fields of a map another process reads (roost/broker/messages.py) --
+# -- keys of TypedDicts: fields of a map another process reads (roost/wire/messages.py) --
 duplicate
