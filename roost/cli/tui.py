@@ -20,6 +20,7 @@ each action to the record's node. It is for a terminal: ``--json`` is refused (`
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -54,4 +55,9 @@ def tui(ctx: Ctx) -> None:
     client = ctx.client()  # a node that is not running is said now, not on a blank screen
     from roost.cli.dashboard import Dashboard  # Textual is loaded for this command only
 
+    # Textual sizes the screen from $COLUMNS and $LINES when they are set, and a shell or a test
+    # runner may have left them behind from another window: the terminal's own size wins, and
+    # follows it when it is resized (as attach does)
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
     Dashboard(ctx, client).run()

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 import pytest
 
-from tests.e2e.conftest import FAKES, Node, sigkill, stopped
+from tests.e2e.conftest import FAKES, Node, sigkill, stopped, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,6 +41,9 @@ def roost(
 ) -> Run:
     """``roost ARGS`` with stdout a pipe, or a terminal ``cols`` wide; stderr in a file."""
     env = {**node.env, **(env or {})}
+    if cols:  # the window's width, not what a test runner left in $COLUMNS (xdist: 80)
+        env.pop("COLUMNS", None)
+        env.pop("LINES", None)
     if forced:
         env["ROOST_NO_QUICK"] = "1"
     argv = [sys.executable, "-X", "importtime", "-m", "roost", *args]
@@ -130,6 +133,7 @@ def test_ls_at_80_columns_keeps_names_and_states_with_their_reason(
     attention); the provider session id gives way (left out whole, never cut)."""
     node.up()
     node.run("spawn", "echo", "--name", "shepherd", "--cwd", str(project))
+    wait_for(lambda: node.record("shepherd")["provider_session"], 15, "shepherd's session id")
     env = [f"ROOST_CLAUDE_BIN={FAKES / 'claude'}", f"CLAUDE_CONFIG_DIR={tmp_path / 'claude'}"]
     env.append("FAKE_CLAUDE_SCREEN=trust")
     args = [arg for pair in env for arg in ("--env", pair)]

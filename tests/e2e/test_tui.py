@@ -480,6 +480,30 @@ class Tmux:
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", "tui")
 
+    def start(self, command: str, cols: int = 160, rows: int = 45) -> None:
+        """Session ``tui`` running ``command`` in a window of ``cols`` x ``rows`` from its first
+        moment: the server's default size is set first, so the program never starts at 80x24
+        and then meets a resize it may miss while it starts."""
+        size = f"{cols}x{rows}"
+        self(
+            "start-server",
+            ";",
+            "set-option",
+            "-g",
+            "default-size",
+            size,
+            ";",
+            "new-session",
+            "-d",
+            "-s",
+            "tui",
+            "-x",
+            str(cols),
+            "-y",
+            str(rows),
+            command,
+        )
+
     def wait(self, text: str, timeout: float = 15.0, gone: str = "") -> str:
         """The pane once it shows ``text`` (and no longer shows ``gone``)."""
 
@@ -509,7 +533,7 @@ def test_in_a_real_terminal_the_list_moves_and_attach_comes_back(node: Node, tmu
     node.up()
     node.run("spawn", "echo", "--name", "alpha")
     cmd = f"{sys.executable} -m roost tui"
-    tmux("new-session", "-d", "-s", "tui", "-x", "160", "-y", "45", cmd)
+    tmux.start(cmd)
     tmux.wait("alpha")
     tmux.wait("ready")
     node.run("spawn", "echo", "--name", "beta")
@@ -545,9 +569,7 @@ def test_in_a_real_terminal_attention_status_and_columns_are_readable(
     spawn_cc = ("spawn", "claude", "--name", "cc", "--cwd", str(project), *claude_env(tmp_path))
     node.run(*spawn_cc, "--env", "FAKE_CLAUDE_SCREEN=permission")
     activity(node, "cc", "ready")
-    tmux(
-        "new-session", "-d", "-s", "tui", "-x", "160", "-y", "45", f"{sys.executable} -m roost tui"
-    )
+    tmux.start(f"{sys.executable} -m roost tui")
     pane = tmux.wait("4 records")  # the status line, above the keys
     header = next(line for line in pane.splitlines() if "PROVIDER" in line)
     assert "AGE" in header and "LAST" in header, header
