@@ -11,7 +11,7 @@ import pytest
 import zmq
 from rich.cells import cell_len, set_cell_size
 
-from roost.cli import quick, table
+from roost.cli import listing, quick, table
 from roost.client.fast import nodefile
 from roost.client.fast.zmtp import Dealer
 from roost.client.locate import default_state_dir
@@ -259,3 +259,23 @@ def _conn(endpoint: str) -> quick.Conn:
     conn.prefix, conn.ids, conn.target = "ab:", 0, "node"
     conn.dealer = Dealer(endpoint, 5.0)
     return conn
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"b": 1, "a": [1.5, -0.0, 1e300, float("nan"), float("inf"), -float("inf"), None]},
+        {"t": [True, False, "é\x1b\u2028日本\ud800", b"by\xfftes", 2**70, -1.0e-7, ("t", 1)]},
+        {"z": {"y": [{"x": 1}]}, "": {}},
+        {2: "int keys", 1: "as strings"},
+        "a string\x00",
+        3,
+        [],
+    ],
+)
+def test_the_json_it_prints_is_json_dumps(doc: object) -> None:
+    for ensure_ascii in (True, False):
+        theirs = json.dumps(
+            doc, default=listing._default, ensure_ascii=ensure_ascii, sort_keys=True
+        )
+        assert listing.dumps(doc, ensure_ascii) == theirs
