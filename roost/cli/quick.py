@@ -1,18 +1,22 @@
-"""The ``roost`` entry point: ``roost ls`` on the local node without click or pyzmq, every other
+"""The ``roost`` entry point: the commands a script runs in a loop (``ls``, ``show``, ``prompt``,
+``send``, ``key``, ``op``, ``events``) on the local node without click or pyzmq, every other
 command line through the click CLI (``roost.cli.main``).
 
-A CLI start that imports click and pyzmq costs ~100 ms before it says anything; ``roost ls``, the
-command run most often (and by scripts in loops), answers here in about a third of that. This
-module recognises exactly ``roost [--state-dir DIR] [--json] [--timeout S] ls [--json]`` (options
-in any order and ``--opt=value`` form, ``ROOST_STATE_DIR``) with no remote node named
-(``ROOST_CONNECT``, ``ROOST_HUB``, ``ROOST_NODE``), reads ``node.json`` and the token, and asks
-the node over a minimal ZMTP client (``roost.client.fast.zmtp``) with the frames the client library
-sends. Anything else, or anything unexpected on the way (no node running, a refused token, an
-error reply, no answer within ``QUICK_TIMEOUT_S``, a reply it would not print exactly as the
-click command does), hands the whole command line to the click CLI, which then answers it
-in full: ``ls`` only reads, so asking again is safe, and every error text, exit code and
-progress note is the click path's own. What is printed comes from ``roost.cli.listing``, as the
-click command's does. ``ROOST_NO_QUICK=1`` turns the fast path off (tests compare the two).
+A CLI start that imports click and pyzmq costs ~100 ms before it says anything; these commands
+answer here in about a third of that. This module recognises exactly the command lines of
+``SPECS`` (``roost [--state-dir DIR] [--json] [--timeout S] COMMAND ...`` with the command's own
+arguments and options, in any order and ``--opt=value`` form, ``ROOST_STATE_DIR``,
+``ROOST_GRANT``) with no remote node named (``ROOST_CONNECT``, ``ROOST_HUB``, ``ROOST_NODE``),
+reads ``node.json`` and the token, and asks the node over a minimal ZMTP client
+(``roost.client.fast.zmtp``) with the frames the client library sends. Anything else, or
+anything unexpected before the request is sent (no node running, a refused token, no answer
+within ``QUICK_TIMEOUT_S``), hands the whole command line to the click CLI, which then answers
+it in full with its own error texts, exit codes and progress notes. A command that only reads
+is also handed over when its answer does not come in time or is not read as the client library
+would read it: asking again is safe. A change (``prompt``, ``send``, ``key``) is sent once and
+is this module's to finish from then on (``await_reply``). What is printed, error documents and
+lines included, comes from ``roost.cli.listing`` and ``roost.cli.texts``, as the click
+commands' does. ``ROOST_NO_QUICK=1`` turns the fast path off (tests compare the two).
 """
 
 from __future__ import annotations
