@@ -395,15 +395,23 @@ def serve(line: Line) -> bool:
     with conn:
         try:
             if not line.changes:
-                try:
-                    writes = text_of(line, conn.call(method, body))
-                except RoostError as err:
-                    writes, code = failure(explain(conn, line, err, state_dir, True), line.json), 1
+                try:  # the suggestions' lookup (explain) and the printing may hand over too
+                    try:
+                        doc = conn.call(method, body)
+                    except RoostError as err:
+                        err = explain(conn, line, err, state_dir, True)
+                        writes, code = failure(err, line.json), 1
+                    else:
+                        writes = text_of(line, doc)
                 except (ZmtpError, *HANDED_OVER):
                     return False
             else:
                 op, grant = line.values["--op"], line.values["--grant"]
-                rid = conn.send(method, body, op, grant)
+                conn.dealer.extend(line.timeout)
+                try:  # a send that fails delivers nothing whole: the click CLI may send it
+                    rid = conn.send(method, body, op, grant)
+                except (ZmtpError, OSError):
+                    return False
                 try:
                     writes = text_of(line, await_reply(conn, rid, method, line.timeout))
                 except RoostError as err:

@@ -13,7 +13,7 @@ from rich.cells import cell_len, set_cell_size
 
 from roost.cli import listing, quick, table
 from roost.client.fast import nodefile
-from roost.client.fast.zmtp import Dealer
+from roost.client.fast.zmtp import Dealer, ZmtpError
 from roost.client.locate import default_state_dir
 from roost.wire import codec as wire
 from roost.wire import protocol as p
@@ -279,3 +279,27 @@ def test_the_json_it_prints_is_json_dumps(doc: object) -> None:
             doc, default=listing._default, ensure_ascii=ensure_ascii, sort_keys=True
         )
         assert listing.dumps(doc, ensure_ascii) == theirs
+
+
+def test_a_suggestions_lookup_that_fails_hands_a_read_over_and_leaves_a_change_as_said(
+    tmp_path: Path,
+) -> None:
+    """``did you mean`` asks the node for its records: a read hands over when that fails on the
+    fast path's way (the click CLI asks again), a change (sent already) says its error as is."""
+    sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.bind(f"ipc://{tmp_path}/r")
+    conn = _conn(f"ipc://{tmp_path}/r")
+    conn.dealer.extend(0.2)  # the router never answers
+    err = RoostError("not-found", "no record with id or name 'x'", {"ref": "x"})
+    try:
+        show, send = quick.parse_line(["show", "x"], ENV), quick.parse_line(["send", "x", "t"], ENV)
+        assert show is not None and send is not None
+        with pytest.raises(ZmtpError):
+            quick.explain(conn, show, err, "/s", True)
+        conn.dealer.extend(0.2)
+        said = quick.explain(conn, send, err, "/s", False)
+        assert (said.code, said.message) == ("not-found", err.message)
+    finally:
+        conn.dealer.close()
+        sock.close(0)
