@@ -410,7 +410,7 @@ def serve(line: Line) -> bool:
                 conn.dealer.extend(line.timeout)
                 try:  # a send that fails delivers nothing whole: the click CLI may send it
                     rid = conn.send(method, body, op, grant)
-                except (ZmtpError, OSError):
+                except (ZmtpError, *HANDED_OVER):  # (or it could not be packed, as text)
                     return False
                 try:
                     writes = text_of(line, await_reply(conn, rid, method, line.timeout))
