@@ -66,6 +66,9 @@ def test_reads_print_the_click_paths_bytes(sessions: Node) -> None:
     ):
         run = quick_ran(same_both_ways(sessions, *args))
         assert run.rc == 0 and run.stdout and not run.stderr, args
+    for args in (("show", "gone", "--screen"), ("events", "--after", str(after))):
+        run = quick_ran(same_both_ways(sessions, *args, cols=80))  # on a terminal
+        assert run.rc == 0 and run.stdout, args
     last = roost(sessions, "show", "gone", "--screen").stdout
     assert b"--- last screen (the session is not live) ---" in last
 
