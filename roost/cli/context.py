@@ -13,11 +13,13 @@ from typing import Any, TypeVar, cast, overload
 
 import click
 
+from roost.cli import texts
 from roost.cli.output import fail
 from roost.cli.progress import Progress
+from roost.cli.texts import next_step as next_step
+from roost.cli.texts import suggested, wants_suggestions
 from roost.client.client import Client, Curve
 from roost.client.locate import default_state_dir
-from roost.suggest import close_matches, did_you_mean
 from roost.wire.errors import RoostError
 from roost.wire.policy import node_address
 
@@ -188,25 +190,13 @@ def reader(fn: F) -> F:
 
 def suggest(ctx: Ctx, err: RoostError) -> RoostError:
     """A record the command's ID did not find: ``did you mean`` the records named closest."""
-    params = click.get_current_context().params
-    ref = err.detail.get("ref")
-    if (
-        err.code != "not-found"
-        or not ref
-        or ref != params.get("ref")
-        or "suggestions" in err.detail
-    ):
+    if not wants_suggestions(err, click.get_current_context().params.get("ref")):
         return err
     try:
         records = ctx.call("session.list", op="", grant="")["records"]
     except RoostError:
         return err
-    matches = close_matches(str(ref), [c for rec in records for c in (rec["id"], rec.get("name"))])
-    if not matches:
-        return err
-    return RoostError(
-        err.code, f"{err.message}; {did_you_mean(matches)}", {**err.detail, "suggestions": matches}
-    )
+    return suggested(err, records)
 
 
 def interrupted(ctx: Ctx) -> RoostError:
@@ -224,45 +214,19 @@ def interrupted(ctx: Ctx) -> RoostError:
 def roost_line(ctx: Ctx, *args: str) -> str:
     """The ``roost`` command line of ARGS for this node (its ``--state-dir`` when not the
     default one), quoted for a shell."""
-    given = f"--state-dir {shlex.quote(str(ctx.state_dir))} " if not_default(ctx) else ""
-    return f"roost {given}{shlex.join(args)}"
+    return texts.roost_line(str(ctx.state_dir) if not_default(ctx) else "", *args)
 
 
 def not_default(ctx: Ctx) -> bool:
     return ctx.remote is None and ctx.state_dir != default_state_dir()
 
 
-def next_step(command: str, code: str, state: str) -> tuple[str, str] | None:
-    """What comes next for a record whose state refused the command: (the roost command, the
-    words before it, if the message does not say them already)."""
-    if code == "session-not-live" and state in ("dormant", "failed"):
-        return "resume", "resume it with"
-    if code == "session-record-busy" and state in ("live", "attention"):
-        return ("stop", "") if command == "forget" else ("show", "see it with")
-    return None
-
-
 def explain(ctx: Ctx, err: RoostError) -> RoostError:
     """An error about the record the command's ID named, as the user named it: the name typed
     beside the record id the node said, and the command that comes next (``detail.fix``)."""
     current = click.get_current_context()
-    ref = current.params.get("ref")
-    rid = err.detail.get("record") or err.detail.get("id")
-    if not isinstance(ref, str) or not ref or not isinstance(rid, str) or "fix" in err.detail:
-        return err
-    message = err.message
-    if ref != rid:
-        said = f"record {rid}" if f"record {rid}" in message else rid
-        message = message.replace(said, f"{ref} ({rid})")
-    detail = dict(err.detail)
-    step = next_step(current.command.name or "", err.code, str(err.detail.get("state")))
-    if step:
-        verb, words = step
-        detail["fix"] = roost_line(ctx, verb, ref)
-        message = (
-            f"{message}; {words} `{detail['fix']}`" if words else f"{message}: `{detail['fix']}`"
-        )
-    return RoostError(err.code, message, detail)
+    given = str(ctx.state_dir) if not_default(ctx) else ""
+    return texts.explained(err, current.params.get("ref"), current.command.name or "", given)
 
 
 def make_ctx(state_dir: str | None, as_json: bool, timeout: float) -> Ctx:

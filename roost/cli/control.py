@@ -8,7 +8,8 @@ import click
 
 from roost.cli import turns
 from roost.cli.context import Ctx, command, reader, roost_line
-from roost.cli.output import accepted_text, compact, console, emit_json
+from roost.cli.output import accepted_text, console, emit_json
+from roost.cli.texts import op_text
 from roost.wire.errors import RoostError
 
 
@@ -67,11 +68,7 @@ def _print(ctx: Ctx, doc: dict[str, Any], text: str) -> None:
 def op(ctx: Ctx, op_id: str) -> None:
     """Look up an operation id: accepted, terminal (with its result), interrupted or unknown."""
     doc = ctx.call("operation.lookup", {"op": op_id}, op="")
-    _print(
-        ctx,
-        doc,
-        f"{op_id}: {doc['state']}" + (f" {compact(doc['result'])}" if doc["result"] else ""),
-    )
+    _print(ctx, doc, op_text(op_id, doc))
 
 
 @click.command()

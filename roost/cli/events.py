@@ -10,23 +10,16 @@ seq, so nothing is missed; a node or hub gone for ``--retry-for`` seconds fails 
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 import click
 
 from roost.cli.context import Ctx, command, reader
 from roost.cli.liveness import RETRY_FOR_S, Liveness
-from roost.cli.output import compact, console, emit_json
+from roost.cli.output import console, emit_json
+from roost.cli.texts import event_line, gap_note
 from roost.client.client import Client, EventStream
 from roost.wire.errors import RoostError
-
-
-def _line(event: dict[str, Any]) -> str:
-    ts = datetime.datetime.fromtimestamp(event["ts"]).strftime("%H:%M:%S")
-    who = event.get("record") or "node"
-    data = event.get("data")
-    return f"{event['seq']:>6} {ts} {event['kind']:<20} {who:<12} {compact(data) if data else ''}"
 
 
 @click.command()
@@ -56,7 +49,7 @@ def events(
         else:
             _note_gap(doc, after)
             for event in doc["events"]:
-                console.print(_line(event), markup=False)
+                console.print(event_line(event), markup=False)
         return
     _follow(ctx, query, retry_for)
 
@@ -128,11 +121,8 @@ def _recheck(
 
 def _note_gap(doc: dict[str, Any], after: int) -> None:
     """Say on stderr that retention dropped events the reader asked for (``gap``)."""
-    if doc.get("gap"):
-        click.echo(
-            f"note: events {after + 1} to {doc['first_seq'] - 1} were dropped by retention",
-            err=True,
-        )
+    if note := gap_note(doc, after):
+        click.echo(note, err=True)
 
 
 def _catch_up(ctx: Ctx, client: Client, query: dict[str, Any], last: int) -> int:
@@ -159,7 +149,7 @@ def _print_event(ctx: Ctx, event: dict[str, Any], last: int, ref: str | None) ->
     if ctx.json:
         emit_json(event)
     else:
-        console.print(_line(event), markup=False)
+        console.print(event_line(event), markup=False)
     return int(event["seq"])
 
 

@@ -17,6 +17,7 @@ from roost.cli.progress import waiting
 from roost.cli.readiness import READY_TIMEOUT_S, wait_ready
 from roost.cli.restore import follow, print_outcomes, print_plan
 from roost.cli.table import terminal_width
+from roost.cli.texts import show_lines
 from roost.providers import MODES, RESTORE_POLICIES, names
 from roost.wire.errors import RoostError
 
@@ -184,15 +185,10 @@ def show(ctx: Ctx, ref: str, screen: bool) -> None:
     if ctx.json:
         emit_json(doc)
         return
-    _record_out(ctx, doc)
-    if screen:
-        text = doc.get("screen")
-        if text is None and doc.get("last_screen") is not None:
-            click.echo("--- last screen (the session is not live) ---")
-            click.echo(doc["last_screen"])
-            return
-        click.echo("--- screen ---")
-        click.echo(text if text is not None else "(no live session)")
+    record, screen_lines = show_lines(doc, screen)
+    console.print(record)
+    for line in screen_lines:  # as they are: a screen keeps its control characters
+        click.echo(line)
 
 
 def _accepted(ctx: Ctx, doc: dict[str, Any], what: str) -> None:

@@ -65,3 +65,71 @@ def test_ls_imports_only_what_it_uses(tmp_path: Path) -> None:
     loaded = set(json.loads(run.stdout.splitlines()[-1]))
     assert "roost.cli.sessions" in loaded and "zmq" in loaded
     assert not [m for m in HEAVY if m in loaded]
+
+
+# What the fast path (roost.cli.quick) answers without: the click CLI's libraries, the client
+# library and the wire codec, and what a few of its modules avoid on purpose (typing, ~4 ms;
+# json, whose decoder imports re and enum, ~11 ms: roost.cli.listing.dumps).
+FENCED = (
+    "json",
+    "click",
+    "zmq",
+    "msgpack",
+    "rich",
+    "structlog",
+    "typing",
+    "roost.client.client",
+    "roost.wire.codec",
+    "roost.wire.protocol",
+    "roost.cli.output",
+    "roost.cli.context",
+    *HEAVY,
+)
+RECORD = {
+    "id": "r0123456789",
+    "name": "alpha",
+    "provider": "echo",
+    "mode": "pty",
+    "state": "dormant",
+    "generation": 2,
+    "cwd": "/w",
+    "active": {"pid": 5, "agent_pid": 6, "supervisor": {"wire": 3, "roost": "0.1"}},
+    "last_exit": {"signal": 15},
+}
+FAST_PROBE = """
+import sys
+from roost.cli import quick
+from roost.wire.errors import RoostError
+docs = {
+    "show": {"record": RECORD, "screen": None, "last_screen": "$ \\x1b[1mhi"},
+    "op": {"state": "terminal", "result": {"seqs": [4]}},
+    "events": {"events": [{"seq": 4, "ts": 1.5, "kind": "k", "record": "r", "data": {"a": 1}}],
+               "gap": True, "first_seq": 3},
+    "prompt": {"seq": 9, "duplicate": True, "op": {"id": "o"}},
+    "send": {"seq": 9}, "key": {"seq": 9},
+}
+for argv in (["show", "a", "--screen"], ["op", "o"], ["events", "--after", "1"],
+             ["prompt", "a", "x"], ["send", "a", "x"], ["key", "a", "enter"]):
+    for as_json in ([], ["--json"]):
+        line = quick.parse_line([*as_json, *argv], {})
+        quick.request(line)
+        quick.text_of(line, docs[line.command])
+        err = RoostError("session-not-live", "r0123456789 is dormant",
+                         {"record": "r0123456789", "state": "dormant"})
+        err = quick.explain(None, line, err, "/a state dir", True)
+        quick.failure(err, bool(as_json))
+        quick.interrupted(line, "/s")
+quick._emit([(False, "")])
+print(",".join(sorted(sys.modules)))
+"""
+
+
+def test_the_fast_paths_commands_import_none_of_the_click_paths_libraries() -> None:
+    """Every command the fast path answers, plain and --json, with its error's next step."""
+    code = FAST_PROBE.replace("RECORD", repr(RECORD))
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded = set(run.stdout.splitlines()[-1].split(","))
+    assert {"roost.cli.quick", "roost.cli.texts", "datetime", "shlex"} <= loaded
+    assert not [m for m in FENCED if m in loaded], sorted(m for m in FENCED if m in loaded)

@@ -94,6 +94,21 @@ class Dealer:
         last = len(frames) - 1
         self._sendall(b"".join(frame(f, MORE if i < last else 0) for i, f in enumerate(frames)))
 
+    def extend(self, seconds: float) -> None:
+        """Move the deadline to ``seconds`` from now (a request that may take longer to answer
+        than the connection took to set up)."""
+        self._deadline = time.monotonic() + seconds
+
+    def readable(self, seconds: float) -> bool:
+        """Whether bytes wait to be read within ``seconds`` (and the deadline), none consumed;
+        a closed connection counts (``recv`` then says so)."""
+        self._sock.settimeout(max(min(seconds, self._remaining()), 0.001))
+        try:
+            self._sock.recv(1, _socket.MSG_PEEK)
+        except TimeoutError:
+            return False
+        return True
+
     def recv(self) -> list[bytes]:
         """The next message's frames; commands between them are answered or skipped."""
         frames: list[bytes] = []
