@@ -487,7 +487,7 @@ ANSI = r"\033\[[0-?]*[ -/]*[@-~]"  # what click.echo strips off a stream that is
 
 
 def _emit(writes: Writes) -> None:
-    """Write as click.echo writes: each piece flushed, escape sequences stripped off a stream
+    """Write as click writes its output: each piece flushed, escape sequences stripped off a stream
     that is not a terminal."""
     try:
         for to_err, text in writes:
