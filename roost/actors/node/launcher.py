@@ -154,20 +154,30 @@ def process_started(pid: int) -> float | None:
         return None
 
 
+# How far two readings of one process's start time may be apart. A start time in seconds since the
+# epoch is the boot time plus the process's start in ticks since boot, and Linux gives the boot
+# time in whole seconds (``btime``), recomputed from the wall clock at every read: as the clock is
+# adjusted it can step by one second between two reads, so the node that recorded a start time
+# and the node that checks it (after a restart) may be a second apart for the same process. A pid
+# reused by another process starts far later than that.
+SAME_START_S = 2.0
+
+
 def still_running(pid: int | None, started: float | None) -> bool:
-    """True while ``pid`` is alive, not a zombie, and is the process that started at ``started``."""
+    """True while ``pid`` is alive, not a zombie, and is the process that started at ``started``
+    (within ``SAME_START_S``)."""
     if not pid:
         return False
     if LINUX:
         got = _proc_stat(pid)
         if got is None or got[0] in ("Z", "X"):
             return False
-        return started is None or abs(got[1] - started) < 1.0
+        return started is None or abs(got[1] - started) < SAME_START_S
     try:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:
             return False
-        return started is None or abs(proc.create_time() - started) < 1.0
+        return started is None or abs(proc.create_time() - started) < SAME_START_S
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 
