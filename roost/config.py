@@ -373,6 +373,13 @@ def _check_provider(name: str, table: Any, fail: Callable[[str, str], RoostError
                 f" {', '.join(PROVIDER_TABLE)}); give the new provider a name of its own",
             )
         return
+    if "command" not in table:
+        known = ", ".join(sorted(fixed()))
+        raise fail(
+            at,
+            f"is not a provider roost knows (known here: {known}); a table that defines"
+            " one needs 'command' (the program to run)",
+        )
     try:
         provider_spec.parse(name, table)
     except SpecProblem as problem:

@@ -118,10 +118,7 @@ class GenericAdapter(Adapter):
         }
         root = Path(os.path.expanduser(where.dir.format_map(values)))
         for path in _newest(root, where.glob.format_map(values), since):
-            if where.search == "path":
-                text = path.relative_to(root).as_posix()
-            else:
-                text = _head(path)
+            text = path.relative_to(root).as_posix() if where.search == "path" else _head(path)
             if found := where.regex.search(text):
                 return found.group(1)
         return None

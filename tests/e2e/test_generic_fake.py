@@ -113,9 +113,7 @@ def test_a_question_on_its_screen_is_reported_and_not_answered(
     node: Node, project: Path, home: Path, tmp_path: Path
 ) -> None:
     told_path = tmp_path / "told.jsonl"
-    node.config.write_text(
-        provider("quill", str(FAKE), home) + notify_to(told_path)
-    )
+    node.config.write_text(provider("quill", str(FAKE), home) + notify_to(told_path))
     node.up()
     spawned = node.run("spawn", "quill", "--cwd", str(project), "--env", "QUILL_ASK=1")
     rid, sid = spawned["record"]["id"], spawned["record"]["provider_session"]
