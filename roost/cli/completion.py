@@ -32,6 +32,7 @@ from roost.cli.context import Ctx, reader
 from roost.cli.output import emit_json
 from roost.client.client import Client
 from roost.client.locate import default_state_dir
+from roost.config import load
 from roost.providers import names
 from roost.wire.errors import RoostError
 from roost.wire.protocol import KEY_NAMES
@@ -65,7 +66,13 @@ def records(ctx: click.Context, param: click.Parameter, incomplete: str) -> list
 
 
 def providers(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
-    return [CompletionItem(p) for p in names() if p.startswith(incomplete)]
+    """The providers roost registers, and those the config file defines (none when the file
+    cannot be read: ``roost doctor`` says why)."""
+    try:
+        defined = load().defined_providers()
+    except RoostError:
+        defined = ()
+    return [CompletionItem(p) for p in (*names(), *defined) if p.startswith(incomplete)]
 
 
 def keys(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import FAKES, Node, activity, wait_for
+from tests.e2e.test_ops import complete
 
 FAKE = FAKES / "quill"
 SCREENS = r"""ready = '^quill> ?$'
@@ -150,6 +151,14 @@ def test_a_configured_provider_gets_the_refusals_of_the_built_in_ones(
     unknown = node.error("spawn", "quil", "--cwd", str(project))
     assert unknown["code"] == "unknown-provider" and "quill" in unknown["detail"]["known"]
     assert node.run("ls")["records"] == []  # nothing refused left a record
+    actors = node.run("node", "status")["actors"]
+    assert actors["adapter/quill"]["path"] == str(FAKE) and actors["adapter/ghost"]["missing"]
+    assert complete(node, "roost spawn ") == ["echo", "claude", "codex", "kimi", "quill", "ghost"]
+    checked = node.run("doctor", check=False)["providers"]
+    ghost = next(r for r in checked if r["provider"] == "ghost")["findings"]
+    assert ghost[0]["level"] == "error" and "pipx install ghost" in ghost[0]["fix"]
+    quill = next(r for r in checked if r["provider"] == "quill")["findings"]
+    assert quill[0]["level"] == "ok"
 
 
 def test_node_up_refuses_a_provider_table_it_cannot_use(node: Node, home: Path) -> None:

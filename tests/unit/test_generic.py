@@ -185,3 +185,21 @@ def test_the_registry_and_the_adapter_host_serve_a_defined_provider(
     with pytest.raises(RoostError) as stream:
         asyncio.run(actor.launch(cast(p.Header, None), {**body, "mode": "stream"}))
     assert stream.value.code == "bad-request" and "pty only" in stream.value.message
+
+
+def test_the_doctor_checks_only_that_the_program_is_there(tmp_path: Path) -> None:
+    from roost.adapters import doctor
+
+    cfg = _write(tmp_path, TABLE)
+    environ = {"PATH": str(tmp_path), "ROOST_CONFIG": str(cfg.path)}
+    missing = doctor.check_all(["quill"], environ)["providers"][0]
+    assert missing["missing"] and missing["from"] == f"file {cfg.path}:2"
+    assert missing["findings"][0]["level"] == "error"
+    assert missing["findings"][0]["fix"].startswith("install it (pipx install quill)")
+    program = tmp_path / "no-such-quill-here"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    there = doctor.probe("quill", cfg, environ)
+    assert there["path"] == str(program) and there["findings"][0]["level"] == "ok"
+    unknown = doctor.check_all(["nope"], environ)["providers"][0]
+    assert unknown["findings"][0]["level"] == "error"
