@@ -171,3 +171,14 @@ def test_a_cli_that_keeps_one_conversation_per_folder_needs_no_id_source() -> No
     """Resumed without an id (aider's --restore-chat-history): roost keeps an id of its own."""
     spec = parse("aid", {"command": "aid", "resume": ["--restore"], "ready": "^> $"})
     assert spec.assigns_id and spec.id_file is None and spec.id_screen is None
+
+
+def test_the_documented_examples_define_their_providers(tmp_path: Path) -> None:
+    """docs/OPERATIONS.md's gemini and aider tables load as they are."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "OPERATIONS.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```toml\n")[1:]]
+    for name in ("gemini", "aider"):
+        [block] = [b for b in blocks if f"[providers.{name}]" in b]
+        cfg = config.load(write(tmp_path, block))
+        assert cfg.defined_providers() == (name,)
+        assert cfg.provider_specs()[name].ready is not None
