@@ -168,3 +168,18 @@ def test_node_up_refuses_a_provider_table_it_cannot_use(node: Node, home: Path) 
     assert err["code"] == "config-invalid"
     line = table.splitlines().index("ready = '(quill'") + 1
     assert err["detail"] == {"file": str(node.config), "key": "providers.quill.ready", "line": line}
+
+
+def test_a_record_whose_provider_is_no_longer_defined_is_refused_not_launched(
+    node: Node, project: Path, home: Path
+) -> None:
+    node.config.write_text(provider("quill", str(FAKE), home))
+    node.up()
+    rid = node.run("spawn", "quill", "--cwd", str(project), "--wait-ready")["record"]["id"]
+    node.run("stop", rid)
+    node.run("node", "stop")
+    node.config.write_text("")
+    node.up()
+    err = node.error("resume", rid)
+    assert err["code"] == "unknown-provider" and "quill" not in err["detail"]["known"]
+    assert node.record(rid)["state"] == "dormant"
