@@ -183,3 +183,26 @@ def test_a_record_whose_provider_is_no_longer_defined_is_refused_not_launched(
     err = node.error("resume", rid)
     assert err["code"] == "unknown-provider" and "quill" not in err["detail"]["known"]
     assert node.record(rid)["state"] == "dormant"
+
+
+def test_a_power_cut_restores_a_defined_providers_session_by_its_id(
+    node: Node, project: Path, home: Path
+) -> None:
+    """Every roost process and the CLI SIGKILLed at once; ``node up`` resumes the record by the
+    id roost gave quill, into the same conversation."""
+    node.config.write_text("[node]\nrestore_pause_s = 0\n" + provider("quill", str(FAKE), home))
+    node.up()
+    cmd = ("spawn", "quill", "--name", "q", "--cwd", str(project), "--restore", "resume")
+    spawned = node.run(*cmd)["record"]
+    rid, sid = spawned["id"], spawned["provider_session"]
+    activity(node, rid, "ready")
+    node.run("prompt", rid, "before the cut")
+    node.wait_screen(rid, "quill: you said before the cut")
+    node.kill_all()
+    assert not node.processes()
+    restore = node.up("--restore-wait", "120")["restore"]
+    assert [(x["name"], x["outcome"]) for x in restore["outcomes"]] == [("q", "resumed")]
+    back = node.record(rid)
+    assert back["state"] == "live" and back["generation"] == 2 and back["provider_session"] == sid
+    node.wait_screen(rid, "quill: you said before the cut")
+    assert list(conversations(home)) == [sid]
