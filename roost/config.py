@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -355,35 +355,12 @@ def _check(data: dict[str, Any], path: Path, lines: dict[str, int]) -> None:
     known = schema()
     walk({k: v for k, v in data.items() if k != "providers"}, known, "")
     for name, table in providers.items():
-        _check_provider(name, table, fail)
+        try:
+            provider_spec.check_table(name, table, fixed(), tuple(PROVIDER_TABLE))
+        except SpecProblem as problem:
+            at = f"providers.{name}"
+            raise fail(f"{at}.{problem.key}" if problem.key else at, problem.problem) from None
     walk({"providers": {p: t for p, t in providers.items() if p in fixed()}}, known, "")
-
-
-def _check_provider(name: str, table: Any, fail: Callable[[str, str], RoostError]) -> None:
-    """A table of a provider roost registers may not define one; any other defines one."""
-    at = f"providers.{name}"
-    if not isinstance(table, dict):
-        raise fail(at, "must be a table")
-    if name in fixed():
-        clash = [k for k in table if k in provider_spec.KEYS and k not in PROVIDER_TABLE]
-        if clash:
-            raise fail(
-                f"{at}.{clash[0]}",
-                f"defines a provider, but {name!r} is built in (its table takes only"
-                f" {', '.join(PROVIDER_TABLE)}); give the new provider a name of its own",
-            )
-        return
-    if "command" not in table:
-        known = ", ".join(sorted(fixed()))
-        raise fail(
-            at,
-            f"is not a provider roost knows (known here: {known}); a table that defines"
-            " one needs 'command' (the program to run)",
-        )
-    try:
-        provider_spec.parse(name, table)
-    except SpecProblem as problem:
-        raise fail(f"{at}.{problem.key}" if problem.key else at, problem.problem) from None
 
 
 def _line(lines: dict[str, int], key: str) -> int:

@@ -94,6 +94,32 @@ class ProviderSpec:
         return self.id_file is None and self.id_screen is None
 
 
+def check_table(
+    name: str, table: Any, registered: tuple[str, ...], registered_keys: tuple[str, ...]
+) -> None:
+    """``[providers.<name>]`` of any name: a provider roost registers takes only
+    ``registered_keys`` of its own (checked by the caller) and defines nothing; any other name
+    defines a provider."""
+    if not isinstance(table, dict):
+        raise SpecProblem("", "must be a table")
+    if name in registered:
+        clash = [k for k in table if k in KEYS and k not in registered_keys]
+        if clash:
+            raise SpecProblem(
+                clash[0],
+                f"defines a provider, but {name!r} is built in (its table takes only"
+                f" {', '.join(registered_keys)}); give the new provider a name of its own",
+            )
+        return
+    if "command" not in table:
+        raise SpecProblem(
+            "",
+            f"is not a provider roost knows (known here: {', '.join(sorted(registered))}); a"
+            " table that defines one needs 'command' (the program to run)",
+        )
+    parse(name, table)
+
+
 def parse(name: str, table: dict[str, Any]) -> ProviderSpec:
     """The spec of ``[providers.<name>]`` (SpecProblem: what is wrong, and where)."""
     if not NAME.match(name):
