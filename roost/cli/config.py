@@ -50,6 +50,10 @@ def rows(ctx: Ctx, cfg: Config) -> list[Row]:
         out.append(_row(f"providers.{provider}.bin", program, source))
     for provider in names():
         out += _table(cfg, f"providers.{provider}.env", cfg.provider_env(provider))
+    for provider in cfg.defined_providers():  # a provider the file defines: its program
+        program, source = cfg.provider_bin(provider, os.environ)
+        out.append(_row(f"providers.{provider}.command", program, source))
+        out += _table(cfg, f"providers.{provider}.env", cfg.provider_env(provider))
     mode, mode_from = cfg.spawn_mode()
     size, size_from = cfg.spawn_size()
     out += [_row("spawn.mode", mode, mode_from), _row("spawn.size", size or "40x120", size_from)]

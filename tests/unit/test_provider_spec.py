@@ -182,3 +182,19 @@ def test_the_documented_examples_define_their_providers(tmp_path: Path) -> None:
         cfg = config.load(write(tmp_path, block))
         assert cfg.defined_providers() == (name,)
         assert cfg.provider_specs()[name].ready is not None
+
+
+def test_config_show_lists_a_defined_providers_command_and_env(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from roost.cli.main import cli
+
+    path = write(tmp_path, GOOD)
+    shown = CliRunner().invoke(cli, ["config", "show", "--json"], env={"ROOST_CONFIG": str(path)})
+    values = {row["key"]: row for row in json.loads(shown.output)["values"]}
+    command = values["providers.quill.command"]
+    assert command["value"] == str(Path("~/bin/quill").expanduser())
+    assert command["source"] == {"kind": "file", "where": f"{path}:5"}
+    assert values["providers.quill.env.QUILL_HOME"]["value"] == "/q"
