@@ -32,7 +32,6 @@ from roost.cli.context import Ctx, reader
 from roost.cli.output import emit_json
 from roost.client.client import Client
 from roost.client.locate import default_state_dir
-from roost.config import load
 from roost.providers import names
 from roost.wire.errors import RoostError
 from roost.wire.protocol import KEY_NAMES
@@ -68,6 +67,8 @@ def records(ctx: click.Context, param: click.Parameter, incomplete: str) -> list
 def providers(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """The providers roost registers, and those the config file defines (none when the file
     cannot be read: ``roost doctor`` says why)."""
+    from roost.config import load  # only when a provider is completed
+
     try:
         defined = load().defined_providers()
     except RoostError:

@@ -108,6 +108,9 @@ def test_a_configured_provider_lives_answers_and_resumes_after_a_node_restart(
     node.wait_screen("q", "quill: you said and again")
     wait_for(lambda: len(conversations(home)[sid]["turns"]) == 2, 10, "the second turn saved")
     assert list(conversations(home)) == [sid]  # one conversation, continued
+    identities = [e["data"] for e in node.events() if e["kind"] == "session.identity"]
+    assert {i["provider_session"] for i in identities} == {sid}
+    assert not any(i.get("mismatch") for i in identities)
 
 
 def test_a_question_on_its_screen_is_reported_and_not_answered(
