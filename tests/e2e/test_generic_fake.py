@@ -209,3 +209,17 @@ def test_a_power_cut_restores_a_defined_providers_session_by_its_id(
     assert back["state"] == "live" and back["generation"] == 2 and back["provider_session"] == sid
     node.wait_screen(rid, "quill: you said before the cut")
     assert list(conversations(home)) == [sid]
+
+
+def test_the_id_may_come_from_the_screen(node: Node, project: Path, home: Path) -> None:
+    table = provider("quill", str(FAKE), home).replace(
+        FROM_ARGUMENT, "id_screen = 'session: ([0-9a-f-]{36})'"
+    )
+    node.config.write_text(table)
+    node.up()
+    rec = node.run("spawn", "quill", "--cwd", str(project))["record"]
+    assert rec["provider_session"] is None  # quill names it, and shows it
+    learned = wait_for(
+        lambda: r if (r := node.record(rec["id"]))["provider_session"] else None, 10, "the id"
+    )
+    assert [learned["provider_session"]] == list(conversations(home))
