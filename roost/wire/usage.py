@@ -14,8 +14,6 @@ reports of the second kind into the figures between them.
 """
 
 # No ``from __future__ import annotations``: see roost.wire.messages.
-import datetime as dt
-import re
 from typing import Any, NotRequired, TypedDict
 
 from roost.wire.errors import RoostError
@@ -148,15 +146,17 @@ def from_kimi(raw: Any) -> Usage | None:
     )
 
 
-_SPAN = re.compile(r"^(\d{1,6})([smhdw])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def parse_since(when: str, now: float) -> float:
     """``WHEN`` as epoch seconds: a span back from ``now`` (``90m``, ``12h``, ``7d``, ``2w``) or
     an ISO date or date-time (UTC unless it names its offset); else ``bad-request``."""
+    import datetime as dt  # here: the CLI's texts import this module, and only this needs it
+    import re
+
     text = when.strip()
-    if span := _SPAN.match(text):
+    if span := re.match(r"^(\d{1,6})([smhdw])$", text):
         return now - int(span.group(1)) * _UNIT_S[span.group(2)]
     try:
         moment = dt.datetime.fromisoformat(text)
@@ -170,21 +170,3 @@ def parse_since(when: str, now: float) -> float:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)
     return moment.timestamp()
-
-
-def text(usage: Usage | None) -> str:
-    """``12.3k in · 456 out · $0.0123``: tokens in (all prompt tokens), out, and the cost."""
-    if usage is None:
-        return "-"
-    prompt = usage["input"] + usage["cache_read"] + usage["cache_write"]
-    words = f"{_short(prompt)} in · {_short(usage['output'])} out"
-    if "cost_usd" in usage:
-        words += f" · ${usage['cost_usd']:.4f}"
-    return words
-
-
-def _short(n: int) -> str:
-    for size, unit in ((10**9, "G"), (10**6, "M"), (10**3, "k")):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return str(n)
