@@ -382,7 +382,7 @@ def _exec_event(obj: dict[str, Any]) -> tuple[list[Event], dict[str, Any]]:
         return [], {"session_id": obj["thread_id"]}
     if kind == "turn.completed":
         facts: dict[str, Any] = {"is_error": False, "error": None, "completed": True}
-        if (used := u.from_openai(obj.get("usage"))) is not None:
+        if (used := u.from_openai(obj.get("usage"))) is not None and not u.empty(used):
             facts["usage"] = used
         return [], facts
     if kind == "turn.failed":

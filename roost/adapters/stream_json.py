@@ -55,7 +55,8 @@ def parse_line(line: str) -> tuple[list[Event], dict[str, Any]]:
             is_error=bool(obj.get("is_error")),
             num_turns=obj.get("num_turns"),
         )
-        if (used := usage.from_anthropic(obj.get("usage"), obj.get("total_cost_usd"))) is not None:
+        used = usage.from_anthropic(obj.get("usage"), obj.get("total_cost_usd"))
+        if used is not None and not usage.empty(used):
             facts["usage"] = used
         if facts["is_error"]:
             facts["error"] = _result_error(obj)
