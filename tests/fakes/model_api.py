@@ -502,7 +502,7 @@ class _Handler(BaseHTTPRequestHandler):
             "cache_creation_input_tokens": CACHE_WRITE_TOKENS,
             "cache_read_input_tokens": CACHE_READ_TOKENS,
         }
-        self.server.api.reported("anthropic", self.headers, usage)
+        self.server.api.reported("anthropic", self.headers, body, usage)
         message: JSON = {
             "id": msg_id,
             "type": "message",
@@ -601,7 +601,7 @@ class _Handler(BaseHTTPRequestHandler):
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": _estimate_tokens(body) + OUTPUT_TOKENS,
         }
-        self.server.api.reported("responses", self.headers, usage)
+        self.server.api.reported("responses", self.headers, body, usage)
         response: JSON = {
             "id": resp_id,
             "object": "response",
@@ -671,7 +671,7 @@ class _Handler(BaseHTTPRequestHandler):
             "completion_tokens": OUTPUT_TOKENS,
             "total_tokens": _estimate_tokens(body) + OUTPUT_TOKENS,
         }
-        self.server.api.reported("chat", self.headers, usage)
+        self.server.api.reported("chat", self.headers, body, usage)
         call: JSON | None = None
         if reply.tool:
             name, args = shell_call(tool_names(body), "chat", reply.command)
@@ -821,16 +821,21 @@ class ModelApi:
             self._requests.clear()
             self._usage.clear()
 
-    def reported(self, api: str, headers: Any, usage: JSON) -> None:
+    def reported(self, api: str, headers: Any, body: JSON, usage: JSON) -> None:
         """Keep the usage one answer reported (``api``: anthropic, responses or chat), with the
-        request's headers, for ``usage_reported``."""
-        entry = {"api": api, "headers": {k.lower(): v for k, v in headers.items()}}
+        request's headers and whether it offered tools (a CLI's side requests, a title or a
+        quota check, offer none), for ``usage_reported``."""
+        entry = {
+            "api": api,
+            "headers": {k.lower(): v for k, v in headers.items()},
+            "tools": bool(body.get("tools")),
+        }
         with self._lock:
             self._usage.append({**entry, "usage": json.loads(json.dumps(usage))})
 
     @property
     def usage_reported(self) -> list[JSON]:
-        """The usage of every answer so far, oldest first: ``{api, headers, usage}``."""
+        """The usage of every answer so far, oldest first: ``{api, headers, tools, usage}``."""
         with self._lock:
             return [dict(u) for u in self._usage]
 

@@ -8,11 +8,19 @@ import asyncio
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
+
 from roost.actors.runtime.peer import Peer
+from roost.actors.supervisor import usage
 from roost.actors.supervisor.actor import Supervisor
 from roost.wire import usage as u
 from roost.wire.signals import Signal
 from tests import kit
+
+
+@pytest.fixture(autouse=True)
+def no_later_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(usage, "LATER_S", ())
 
 
 class FakePeer(kit.FakePeer):
@@ -128,3 +136,21 @@ def test_a_stream_turns_end_reads_the_files_for_that_turn(tmp_path: Path) -> Non
 
     sup = asyncio.run(scenario())
     assert [(r["turn"], r["totals"]) for r in reports(sup)] == [("t1", wire["totals"])]
+
+
+def test_the_files_are_read_again_later(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """codex draws its answer before its rollout has the request's token_count."""
+    monkeypatch.setattr(usage, "LATER_S", (0.01, 0.01))
+    early = {"source": None, "totals": None}  # no token_count yet
+    written = {"source": "codex-rollout", "totals": u.make(100, 10, 7)}
+
+    async def scenario() -> Supervisor:
+        sup = supervisor(tmp_path, [early, written], provider="codex")
+        sup.classified({"state": "ready", "reason": None, "detail": ""})
+        await settled(sup)
+        sup.outbox.close()
+        return sup
+
+    sup = asyncio.run(scenario())
+    assert [c.method for c in cast(FakePeer, sup.peer).calls].count("adapter.usage") == 3
+    assert [r["totals"] for r in reports(sup)] == [u.make(100, 10, 7)]

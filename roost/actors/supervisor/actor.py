@@ -253,6 +253,8 @@ class Supervisor:
             return
         self.identity = self.spec["provider_session"] = provider_session
         self.report("node.session.identity", {"provider_session": provider_session})
+        if self.turns is None:  # a pty turn may have ended before the id was known
+            self.usage.soon()
         if self.turns is not None:  # the next turn resumes it: its command is asked again
             self.turns.relearnt()
 
@@ -384,6 +386,7 @@ async def serve(spec: LaunchSpec, stop: asyncio.Event) -> None:
     await stop.wait()
     await supervisor.shutdown(grace=2.0)
     supervisor.classifier.close()
+    supervisor.usage.close()
     supervisor.fanout.close()
     await tasks.cancel()
     supervisor.transcript.close()

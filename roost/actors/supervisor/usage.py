@@ -5,8 +5,9 @@ Kimi Code's wire file, claude's transcript: ``adapter.usage``), and claude's sta
 session's cost as a ``usage`` signal (``on_signal``). Each gives the session's totals so far;
 the supervisor reports them (``node.session.usage``, through the outbox) when they changed, and
 the state store keeps what is new since the last report. The files are read after each verdict
-that leaves ``busy`` (a turn ended, a question came up), after each stream turn of a CLI whose
-headless output has no usage (kimi), and before the agent's exit is reported.
+that is not ``busy`` (a turn ended, a question came up), once the provider session id is known,
+and after each stream turn (kimi's headless output has no usage), each time again ``LATER_S``
+later.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from roost.wire.signals import Signal
 log = structlog.get_logger("roost.usage")
 
 CALL_TIMEOUT_S = 5.0
+# After a read, the files are read again this much later: a CLI may draw its answer before it
+# writes the request's figures (codex's token_count), and nothing else would ask again.
+LATER_S = (2.0, 10.0)
 DRAIN_S = 10.0  # a stream turn's lines (its provider session id) are delivered before a read
 
 
@@ -74,11 +78,17 @@ class UsageWatch:
         self._task.add_done_callback(logged_crash)
 
     async def _reads(self, turn: str | None) -> None:
-        while True:
-            await self.read(turn)
-            if self._again is False:
-                return
-            turn, self._again = (self._again if isinstance(self._again, str) else None), False
+        for delay in (0.0, *LATER_S):
+            await asyncio.sleep(delay)
+            while True:
+                await self.read(turn)
+                if self._again is False:
+                    break
+                turn, self._again = (self._again if isinstance(self._again, str) else None), False
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
 
     async def read(self, turn: str | None = None) -> None:
         """``adapter.usage`` for the provider session, reported when it changed."""
