@@ -68,6 +68,7 @@ class AdapterActor:
             "adapter.parse": self.parse,
             "adapter.verify_resume": self.verify_resume,
             "adapter.doctor": self.doctor,
+            "adapter.usage": self.usage,
         }
         p.check_served(p.ADAPTER, handlers)  # the table of methods says what it serves
         peer.handlers.update(handlers)
@@ -205,6 +206,15 @@ class AdapterActor:
             self._launched(body),
         )
         return check.to_wire()
+
+    async def usage(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """``{provider_session, mode, cwd, env, data_dir}`` -> ``{source, totals}``: the
+        session's usage so far from the CLI's files (both None when it keeps none)."""
+        found = self.adapter.usage(
+            f.req_str(body, "provider_session", max_len=256), self._context(body)
+        )
+        source, totals = found if found is not None else (None, None)
+        return {"source": source, "totals": totals}
 
     async def doctor(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         """``roost doctor``'s findings on this provider's CLI, in this host's (the node's)

@@ -16,6 +16,7 @@ from roost.adapters.evidence import Evidence, stable_idle_shell
 from roost.providers import MODES, bin_env
 from roost.wire.errors import RoostError
 from roost.wire.messages import AttentionReason, ClassificationState, Mode, ResumeOutcome
+from roost.wire.usage import Usage
 
 # Screen/process classification states.
 CLASSIFICATIONS: tuple[ClassificationState, ...] = get_args(ClassificationState)
@@ -239,6 +240,12 @@ class Adapter(ABC):
                 [{"kind": "session.stderr", "data": {"line": line[:4096]}}] if line.strip() else []
             ), {}
         return [], {}
+
+    def usage(self, provider_session: str, ctx: LaunchContext) -> tuple[str, Usage] | None:
+        """The provider session's tokens (and cost) so far, read from the CLI's own files, with
+        the name of that source (``roost.wire.usage``); None where the CLI keeps none, or where
+        a turn's own output reports them (``parse``'s fact ``usage``) in this ``ctx.mode``."""
+        return None
 
     def discover_identity(self, screen: str, ctx: LaunchContext, *, since: float) -> str | None:
         """The provider session id when it is not assigned up front: from a screen hint or the

@@ -19,9 +19,10 @@ What needs a human is reported, never answered.
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 from roost.adapters import stream_json
@@ -40,7 +41,9 @@ from roost.adapters.base import (
     VendorCli,
 )
 from roost.adapters.evidence import SHELLS, Evidence, ProcessInfo
+from roost.adapters.usage_files import claude_totals
 from roost.wire.errors import RoostError
+from roost.wire.usage import Usage
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 HINT = re.compile(r"^claude --resume ([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12})$")
@@ -173,6 +176,18 @@ class ClaudeAdapter(Adapter):
         if shell is not None:
             return Classification(SHELL, detail=f"{shell.name} (pid {shell.pid}) is in front")
         return read_screen(screen)
+
+    def usage(self, provider_session: str, ctx: LaunchContext) -> tuple[str, Usage] | None:
+        """A pty session's tokens from its transcript (a stream turn's come with its result;
+        the cost, which the transcript lacks, from the statusline)."""
+        if ctx.mode != "pty" or not is_session_id(provider_session):
+            return None
+        env = {**os.environ, **ctx.env}
+        home = Path(env.get("CLAUDE_CONFIG_DIR") or Path(env.get("HOME") or "~") / ".claude")
+        for transcript in home.expanduser().glob(f"projects/*/{provider_session}.jsonl"):
+            if (totals := claude_totals(transcript)) is not None:
+                return "files", totals
+        return None
 
     def discover_identity(self, screen: str, ctx: LaunchContext, *, since: float) -> str | None:
         """The id in the exit hint "Resume this session with: claude --resume <uuid>"."""

@@ -39,7 +39,10 @@ from roost.adapters.base import (
 )
 from roost.adapters.codex_rollout import UUID, find_rollout, first_thread, turn_open
 from roost.adapters.evidence import SHELLS, Evidence
+from roost.adapters.usage_files import codex_totals
+from roost.wire import usage as u
 from roost.wire.errors import RoostError
+from roost.wire.usage import Usage
 
 Event = dict[str, Any]
 
@@ -270,6 +273,15 @@ class CodexAdapter(Adapter):
         sessions = self.codex_home(ctx) / "sessions"
         return first_thread(sessions, since, ctx.cwd, pty=ctx.mode == "pty")
 
+    def usage(self, provider_session: str, ctx: LaunchContext) -> tuple[str, Usage] | None:
+        """A pty thread's total from its rollout's token counts (a stream turn's come with its
+        ``turn.completed``)."""
+        if ctx.mode != "pty":
+            return None
+        path = find_rollout(self.codex_home(ctx) / "sessions", provider_session)
+        totals = codex_totals(path) if path is not None else None
+        return ("files", totals) if totals is not None else None
+
     def codex_home(self, ctx: LaunchContext) -> Path:
         home = self._setting(ctx, HOME_ENV)
         if home:
@@ -369,7 +381,10 @@ def _exec_event(obj: dict[str, Any]) -> tuple[list[Event], dict[str, Any]]:
     if kind == "thread.started" and isinstance(obj.get("thread_id"), str):
         return [], {"session_id": obj["thread_id"]}
     if kind == "turn.completed":
-        return [], {"is_error": False, "error": None, "completed": True}
+        facts: dict[str, Any] = {"is_error": False, "error": None, "completed": True}
+        if (used := u.from_openai(obj.get("usage"))) is not None and not u.empty(used):
+            facts["usage"] = used
+        return [], facts
     if kind == "turn.failed":
         error = obj.get("error")
         message = error.get("message") if isinstance(error, dict) else None

@@ -10,7 +10,9 @@ so roost's cold resume is real, not simulated.
     python -S echo_agent.py -p TEXT --output-format stream-json --resume ID
                                                 # one headless turn, claude's shape
 In headless mode a prompt ``/tool echo X`` makes a tool call and its result first. For tests:
-``ROOST_ECHO_DELAY_MS`` paces the JSON lines, ``ROOST_ECHO_FAIL=1`` ends the turn with an error,
+A headless turn's result reports synthetic usage: a token per byte of the prompt (in) and
+of the answer (out), and a micro-dollar per token. ``ROOST_ECHO_DELAY_MS`` paces the JSON
+lines, ``ROOST_ECHO_FAIL=1`` ends the turn with an error,
 ``ROOST_ECHO_HOLD_FILE=PATH`` makes a headless turn wait, after its result line, until PATH exists
 and then write what PATH holds (if anything) on stderr before it exits (a test's chosen moment).
 Session files live in ``$ROOST_ECHO_HOME`` (default ``~/.roost-echo``)/sessions/ID.jsonl.
@@ -238,6 +240,9 @@ def headless(args: Args) -> int:
             "result": answer,
             "session_id": session_id,
             "num_turns": turns + 1,
+            # synthetic figures (no model ran): a token per byte, a micro-dollar per token
+            "usage": {"input_tokens": len(text.encode()), "output_tokens": len(answer.encode())},
+            "total_cost_usd": (len(text.encode()) + len(answer.encode())) / 1e6,
         }
     )
     hold(os.environ.get("ROOST_ECHO_HOLD_FILE"))

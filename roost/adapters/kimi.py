@@ -44,7 +44,9 @@ from roost.adapters.base import (
     VendorCli,
 )
 from roost.adapters.evidence import SHELLS, Evidence
+from roost.adapters.usage_files import kimi_totals
 from roost.wire.errors import RoostError
+from roost.wire.usage import Usage
 
 Event = dict[str, Any]
 
@@ -161,6 +163,17 @@ class KimiAdapter(Adapter):
         if composer is None:
             return _without_composer(lines, evidence)
         return _with_composer(lines, composer)
+
+    def usage(self, provider_session: str, ctx: LaunchContext) -> tuple[str, Usage] | None:
+        """The session's total from its wire files' ``usage.record`` lines, in either mode:
+        the headless output reports no usage."""
+        if re.fullmatch(r"[\w-]{1,128}", provider_session) is None:  # a name, not a pattern
+            return None
+        home = kimi_home({**os.environ, **ctx.env})
+        for folder in (home / "sessions").glob(f"*/{provider_session}"):
+            if (totals := kimi_totals(folder)) is not None:
+                return "files", totals
+        return None
 
     def discover_identity(self, screen: str, ctx: LaunchContext, *, since: float) -> str | None:
         return screen_session(screen) or file_session(ctx, since, _sent_prompts(screen))

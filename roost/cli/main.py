@@ -28,6 +28,7 @@ LAZY = {
     "doctor": "roost.cli.doctor",
     "logs": "roost.cli.logs",
     "completion": "roost.cli.completion",
+    "usage": "roost.cli.usage",
 }
 
 

@@ -301,6 +301,8 @@ def test_a_plain_answer() -> None:
         "is_error": False,
         "error": None,
         "completed": True,
+        # turn.completed's usage: 10 input tokens (none cached), 5 output
+        "usage": {"input": 10, "output": 5, "cache_read": 0, "cache_write": 0},
     }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from roost.actors.node import backup, checkup
+from roost.actors.node import backup, checkup, usage
 from roost.actors.node import worktrees as wt
 from roost.actors.node.control import TURN_TOPIC, Control
 from roost.actors.node.inputs import Inputs
@@ -90,6 +90,7 @@ class NodeActor:
             "node.status": self.status,
             "node.shutdown": self.shutdown,
             "node.doctor": checkup.handler(peer),
+            "node.usage": usage.handler(peer),
             "node.backup": backup.handler(peer),
             "node.claim": control.node_claim,
             "node.release": control.node_release,
@@ -121,6 +122,7 @@ class NodeActor:
             "node.session.classified": self._report(reports.on_classified),
             "node.session.identity": self._report(reports.on_identity),
             "node.session.resume": self._report(reports.on_resume),
+            "node.session.usage": self._report(reports.on_usage, locked=False),
         }
         peer.handlers.update(control.guarded(handlers))
 
@@ -361,6 +363,8 @@ class NodeActor:
     async def show(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record = await self.sessions.find(f.req_str(body, "id"))
         reply: dict[str, Any] = {"record": record.to_wire()}
+        used = await self.peer.call("state", "state.usage.totals", {"records": [record.id]})
+        reply["usage"] = used["totals"].get(record.id)
         if f.opt_bool(body, "screen"):
             reply["screen"] = None
             if record.state in (r.LIVE, r.ATTENTION):
