@@ -206,6 +206,21 @@ class Adapter(ABC):
     def resume(self, provider_session: str, ctx: LaunchContext) -> Launch:
         """The launch that continues ``provider_session``, in the record's original cwd."""
 
+    def fork(self, provider_session: str, ctx: LaunchContext) -> Launch:
+        """The launch of a new conversation that begins as a copy of ``provider_session``'s, by
+        the CLI's own fork, in the record's cwd; ``provider_session`` of the launch is the new
+        id when the CLI lets roost assign it, else None (discovered later). The source
+        conversation is left as it was."""
+        raise cannot_fork(self.provider)
+
+    def fork_turn(
+        self, source: str, provider_session: str | None, text: str, ctx: LaunchContext
+    ) -> Launch:
+        """The headless process of a stream-mode fork's first turn: ``source``'s conversation
+        copied into a new one (``provider_session``, the id to assign, or None where the CLI
+        assigns it), then ``text``."""
+        raise cannot_fork(self.provider)
+
     @abstractmethod
     def classify(
         self, screen: str, *, exited: bool, evidence: Evidence | None = None
@@ -245,6 +260,11 @@ class Adapter(ABC):
         provider's session files (created after ``since``, for ``ctx.cwd``)."""
         return None
 
+    def shown_session(self, screen: str) -> str | None:
+        """The provider session id the screen shows, where the CLI shows one (a fork's check
+        reads it); None by default."""
+        return None
+
     def verify_resume(
         self,
         screen: str,
@@ -269,6 +289,37 @@ class Adapter(ABC):
         if seen.state == SHELL and stable_idle_shell(samples):
             return ResumeCheck(RETRY_FRESH, "shell")
         return ResumeCheck(None)
+
+
+def verify_fork(
+    adapter: Adapter,
+    screen: str,
+    source: str,
+    provider_session: str | None,
+    samples: list[Evidence],
+    ctx: LaunchContext | None = None,
+) -> ResumeCheck:
+    """Did a fork reach its copy of ``source``'s conversation? As a resume (the adapter's
+    ``verify_resume``) of the fork's own id once known (``provider_session``), else of the source
+    (the CLI loaded it to copy it); the source's own id coming back is a failure: then the CLI
+    continued the source instead of copying it."""
+    if provider_session == source:
+        return ResumeCheck(RESUME_FAILED, "resume-unverified", SAME_ID)
+    shown = adapter.shown_session(screen)
+    if shown is not None and shown == source:
+        return ResumeCheck(RESUME_FAILED, "resume-unverified", SAME_ID)
+    return adapter.verify_resume(screen, provider_session or shown or source, samples, ctx)
+
+
+SAME_ID = "the fork came back with the source's provider session id"
+
+
+def cannot_fork(provider: str) -> RoostError:
+    return RoostError(
+        "provider-cannot-fork",
+        f"{provider} has no fork of a conversation",
+        {"provider": provider},
+    )
 
 
 def last_line(screen: str) -> str:

@@ -140,6 +140,25 @@ class ClaudeAdapter(Adapter):
             argv=[self._bin(ctx), "--resume", provider_session], provider_session=provider_session
         )
 
+    def fork(self, provider_session: str, ctx: LaunchContext) -> Launch:
+        """``--resume SRC --fork-session --session-id NEW``: claude copies the conversation into
+        a new session whose id roost assigns (``--session-id`` with ``--resume`` needs
+        ``--fork-session``); the source's file is left as it was."""
+        _check_id(provider_session, "fork")
+        new = str(uuid.uuid4())
+        argv = [self._bin(ctx), *_forked(provider_session, new)]
+        return Launch(argv=argv, provider_session=new)
+
+    def fork_turn(
+        self, source: str, provider_session: str | None, text: str, ctx: LaunchContext
+    ) -> Launch:
+        _check_id(source, "fork")
+        new = provider_session or str(uuid.uuid4())
+        _check_id(new, "provider_session")
+        argv = [self._bin(ctx), "-p", "--output-format", "stream-json", "--verbose"]
+        argv += [*_forked(source, new), "--", text]
+        return Launch(argv=argv, provider_session=new)
+
     def turn(
         self, provider_session: str | None, text: str, ctx: LaunchContext, *, first: bool
     ) -> Launch:
@@ -189,6 +208,10 @@ class ClaudeAdapter(Adapter):
             return "unknown", how
         method = doc.get("authMethod") if isinstance(doc.get("authMethod"), str) else "?"
         return ("logged-in", f"{how}: {method}") if doc.get("loggedIn") else ("logged-out", how)
+
+
+def _forked(source: str, new: str) -> list[str]:
+    return ["--resume", source, "--fork-session", "--session-id", new]
 
 
 def _check_id(value: str, name: str) -> None:

@@ -128,10 +128,13 @@ class Sessions:
 
     # -- launching -----------------------------------------------------------------------------
 
-    async def plan(self, record: Record, env: dict[str, str], *, resume: str | None) -> TurnPlan:
+    async def plan(
+        self, record: Record, env: dict[str, str], *, resume: str | None, fork: str | None = None
+    ) -> TurnPlan:
         """The adapter's launch plan (argv, env, identity); it refuses ``provider-missing`` when
-        the CLI's program is not there. A spawn asks before its record exists, so a refusal
-        leaves nothing behind (no record to hold the name)."""
+        the CLI's program is not there (``provider-cannot-fork`` for a fork the CLI has not). A
+        spawn or fork asks before its record exists, so a refusal leaves nothing behind (no
+        record to hold the name)."""
         plan = await self.peer.call(
             f"adapter/{record.provider}",
             "adapter.launch",
@@ -140,6 +143,7 @@ class Sessions:
                 "cwd": record.cwd,
                 "env": env,
                 "resume": resume,
+                **({"fork": fork} if fork else {}),
                 "data_dir": str(self.state_dir / "providers" / record.provider),
             },
         )
@@ -152,10 +156,12 @@ class Sessions:
         *,
         resume: str | None,
         plan: TurnPlan | None = None,
+        fork: str | None = None,
     ) -> Record:
-        """Start a new generation of ``record`` and wait until its supervisor attaches."""
+        """Start a new generation of ``record`` and wait until its supervisor attaches;
+        ``fork``: its first launch copies that provider session's conversation."""
         if plan is None:
-            plan = await self.plan(record, env, resume=resume)
+            plan = await self.plan(record, env, resume=resume, fork=fork)
         instance = uuid.uuid4().hex[:12]
         generation = record.generation + 1
         started = bool(resume)
@@ -164,6 +170,8 @@ class Sessions:
             started = latest["turn"] is not None
         identity = plan.get("provider_session") or record.provider_session
         spec = self._spec(record, plan, env, instance, started, generation, identity)
+        if fork:
+            spec["fork"] = fork
         path = self.launcher.prepare(spec)
         # the launch is durable before any supervisor can exist: a node that comes up after this
         # one died knows the instance, and adopts its supervisor or withdraws its spec file

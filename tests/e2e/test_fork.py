@@ -1,0 +1,112 @@
+"""``roost fork`` through a real node with the echo agent, whose fork copies its session file as
+claude's does: a new record, its own provider session id, the source's conversation untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.conftest import Node, project, wait_for
+
+__all__ = ["project"]
+
+
+def _conversation(node: Node, provider_session: str) -> Path:
+    return node.state_dir / "providers" / "echo" / "sessions" / f"{provider_session}.jsonl"
+
+
+def _said(path: Path) -> list[str]:
+    return [json.loads(line)["user"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def _verdicts(node: Node, record: str) -> list[dict[str, Any]]:
+    return [
+        e["data"] for e in node.events() if e["kind"] == "session.resume" and e["record"] == record
+    ]
+
+
+def test_a_pty_fork_copies_the_conversation_and_leaves_the_source_alone(
+    node: Node, project: Path
+) -> None:
+    node.up()
+    node.run("spawn", "echo", "--name", "src", "--cwd", str(project))
+    node.wait_screen("src", "echo-ready>")
+    node.run("prompt", "src", "one")
+    source_file = _conversation(node, node.record("src")["provider_session"])
+    wait_for(lambda: _said(source_file) == ["one"], 15, "the source's first turn")
+    before = node.record("src")
+    kept = source_file.read_bytes()
+
+    doc = node.run("fork", "src")
+    fork = doc["record"]
+    assert fork["name"] == "src-fork" and fork["state"] == "live" and fork["generation"] == 1
+    assert fork["provider"] == "echo" and fork["mode"] == "pty" and fork["cwd"] == str(project)
+    new = fork["provider_session"]
+    assert new and new != before["provider_session"]
+    assert doc["source"] == {"record": before["id"], "provider_session": before["provider_session"]}
+    node.wait_screen("src-fork", f"resumed {new} (1 turns)")
+    verdict = wait_for(lambda: _verdicts(node, fork["id"]), 15, "the fork's verdict")
+    assert verdict == [
+        {"outcome": "resumed", "reason": None, "detail": "", "fork": before["provider_session"]}
+    ]
+    created = [e for e in node.events() if e["kind"] == "record.created"]
+    assert created[-1]["data"]["fork"] == doc["source"]
+
+    # the source: its record and its conversation as they were
+    after = node.record("src")
+    assert (after["generation"], after["provider_session"], after["state"]) == (
+        before["generation"],
+        before["provider_session"],
+        before["state"],
+    )
+    assert source_file.read_bytes() == kept
+
+    # the fork goes on from the copy; the source goes on without the fork's turn
+    node.run("prompt", "src-fork", "two")
+    fork_file = _conversation(node, new)
+    wait_for(lambda: _said(fork_file) == ["one", "two"], 15, "the fork's turn after the copy")
+    assert source_file.read_bytes() == kept
+    node.run("prompt", "src", "three")
+    wait_for(lambda: _said(source_file) == ["one", "three"], 15, "the source's next turn")
+    assert _said(fork_file) == ["one", "two"]
+
+    # a second fork takes the next derived name; --name chooses one
+    assert node.run("fork", "src")["record"]["name"] == "src-fork-2"
+    named = node.run("fork", "src-fork", "--name", "branch b")["record"]
+    assert named["name"] == "branch b"
+    node.wait_screen("branch b", f"resumed {named['provider_session']} (2 turns)")
+    assert node.error("fork", "src", "--name", "branch b")["code"] == "name-taken"
+
+
+def test_a_stream_fork_s_first_turn_copies_the_conversation(node: Node, project: Path) -> None:
+    node.up()
+    node.run("spawn", "echo", "--name", "s", "--mode", "stream", "--cwd", str(project))
+    # no turn ran: there is no conversation to copy yet, and nothing is written
+    err = node.error("fork", "s")
+    assert err["code"] == "no-provider-session"
+    assert [r["name"] for r in node.run("ls")["records"]] == ["s"]
+
+    node.run("turn", "s", "one", "--wait")
+    source = node.record("s")
+    source_file = _conversation(node, source["provider_session"])
+    kept = source_file.read_bytes()
+    fork = node.run("fork", "s", "--name", "t")["record"]
+    assert fork["mode"] == "stream" and fork["provider_session"] != source["provider_session"]
+
+    done = node.run("turn", "t", "two", "--wait")
+    assert done["turn"]["state"] == "completed", done
+    new = node.record("t")["provider_session"]
+    assert new == fork["provider_session"] and new != source["provider_session"]
+    assert _said(_conversation(node, new)) == ["one", "two"]
+    assert source_file.read_bytes() == kept
+    again = node.run("turn", "t", "three", "--wait")  # the next turn resumes the fork itself
+    assert again["turn"]["state"] == "completed", again
+    assert _said(_conversation(node, new)) == ["one", "two", "three"]
+    assert _said(source_file) == ["one"]
+
+
+def test_fork_refuses_an_unknown_record(node: Node) -> None:
+    node.up()
+    assert node.error("fork", "nothing-here")["code"] == "not-found"
