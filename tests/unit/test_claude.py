@@ -479,3 +479,27 @@ def test_the_fakes_conversation_reads_as_the_real_one(
     again = pty_fake("--resume", sid)
     again.wait(READY)
     assert "You said: make a file" in again.term.text()
+
+
+def test_fork_resumes_the_source_into_a_new_id_roost_assigns() -> None:
+    launch = ADAPTER.fork(SID, CTX)
+    new = launch.provider_session
+    assert new and new != SID and uuid.UUID(new).version == 4
+    assert launch.argv == ["claude", "--resume", SID, "--fork-session", "--session-id", new]
+    turn = ADAPTER.fork_turn(SID, None, "-x", CTX)
+    head = ["claude", "-p", "--output-format", "stream-json", "--verbose"]
+    assigned = turn.provider_session
+    assert assigned and assigned != SID
+    assert turn.argv == [
+        *head,
+        "--resume",
+        SID,
+        "--fork-session",
+        "--session-id",
+        assigned,
+        "--",
+        "-x",
+    ]
+    with pytest.raises(RoostError) as err:
+        ADAPTER.fork("my session", CTX)
+    assert err.value.code == "bad-request"
