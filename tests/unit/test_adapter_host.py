@@ -10,7 +10,8 @@ import pytest
 from roost.actors import adapter_host as adapters_host
 from roost.actors.adapter_host import AdapterActor
 from roost.actors.runtime.peer import Peer
-from roost.adapters.base import Launch, LaunchContext, SessionView
+from roost.adapters.base import Adapter, Classification, Launch, LaunchContext, SessionView
+from roost.adapters.evidence import Evidence
 from roost.wire import protocol as p
 from roost.wire.errors import RoostError
 
@@ -137,7 +138,7 @@ def test_a_fork_s_first_turn_is_the_fork_and_its_plan_takes_any_text(provider: s
     assert source not in later["argv"]  # only the first turn forks
 
 
-class Forkless(adapters_host.Adapter):
+class Forkless(Adapter):
     provider = "plain"
 
     def fresh(self, ctx: LaunchContext) -> Launch:
@@ -146,8 +147,10 @@ class Forkless(adapters_host.Adapter):
     def resume(self, provider_session: str, ctx: LaunchContext) -> Launch:
         return Launch(["sh", provider_session])
 
-    def classify(self, screen: str, *, exited: bool, evidence: object = None) -> Any:
-        raise NotImplementedError
+    def classify(
+        self, screen: str, *, exited: bool, evidence: Evidence | None = None
+    ) -> Classification:
+        return Classification("ready")
 
 
 def test_a_provider_without_a_fork_says_so() -> None:
