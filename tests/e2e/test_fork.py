@@ -94,6 +94,9 @@ def test_a_stream_fork_s_first_turn_copies_the_conversation(node: Node, project:
     kept = source_file.read_bytes()
     fork = node.run("fork", "s", "--name", "t")["record"]
     assert fork["mode"] == "stream" and fork["provider_session"] != source["provider_session"]
+    # stopped and resumed before its first turn, the fork still makes its copy at that turn
+    node.run("stop", "t")
+    node.run("resume", "t")
 
     done = node.run("turn", "t", "two", "--wait")
     assert done["turn"]["state"] == "completed", done

@@ -168,6 +168,8 @@ class Sessions:
         if resume and record.mode == "stream":  # a stream conversation exists once a turn ran
             latest = await self.peer.call("state", "state.turn.latest", {"record": record.id})
             started = latest["turn"] is not None
+            if not started and fork is None:  # a fork that ran no turn yet: its first one forks
+                fork = await self.fork_origin(record)
         identity = plan.get("provider_session") or record.provider_session
         spec = self._spec(record, plan, env, instance, started, generation, identity)
         if fork:
@@ -255,6 +257,19 @@ class Sessions:
             activity=seen,
             attention=unserved or current.attention,
         )
+
+    async def fork_origin(self, record: Record) -> str | None:
+        """The provider session a record was forked from (its ``record.created`` event says),
+        or None: a stream fork resumed before its first turn still makes its copy there."""
+        page = await self.peer.call(
+            "state", "state.events.since", {"after": 0, "limit": 1, "record": record.id}
+        )
+        for event in page.get("events") or ():
+            if event.get("kind") == "record.created":
+                origin = (event.get("data") or {}).get("fork") or {}
+                found = origin.get("provider_session")
+                return found if isinstance(found, str) else None
+        return None
 
     async def _failed(self, record: Record, error: dict[str, Any], *, fresh: bool) -> None:
         """A launch that failed: the record is ``failed`` with the error. A fresh spawn's record
