@@ -100,7 +100,9 @@ class AdapterActor:
         ctx, added = self._configured(body)
         resume = f.opt_str(body, "resume", max_len=256)
         fork = f.opt_str(body, "fork", max_len=256)
-        if fork:
+        if fork and resume:  # a fork's record resumed: its own conversation, if begun
+            launch = self.adapter.resume_fork(resume, fork, ctx)
+        elif fork:
             launch = self.adapter.fork(fork, ctx)
         else:
             launch = self.adapter.resume(resume, ctx) if resume else self.adapter.fresh(ctx)

@@ -213,6 +213,12 @@ class Adapter(ABC):
         conversation is left as it was."""
         raise cannot_fork(self.provider)
 
+    def resume_fork(self, provider_session: str, source: str, ctx: LaunchContext) -> Launch:
+        """The resume of a record that was forked from ``source``: by default the resume of its
+        own ``provider_session``. A CLI that writes a fork's conversation only at its first
+        message (claude) forks again, under the same id, when there is none yet."""
+        return self.resume(provider_session, ctx)
+
     def fork_turn(
         self, source: str, provider_session: str | None, text: str, ctx: LaunchContext
     ) -> Launch:

@@ -19,9 +19,11 @@ What needs a human is reported, never answered.
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
-from pathlib import PurePath
+from collections.abc import Mapping
+from pathlib import Path, PurePath
 from typing import Any
 
 from roost.adapters import stream_json
@@ -125,6 +127,11 @@ class ClaudeAdapter(Adapter):
         login="run `claude` and /login (or `claude setup-token`), with the same CLAUDE_CONFIG_DIR",
     )
 
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        # the adapter host's environment (the node's), the base of every agent's: it supplies
+        # the CLAUDE_CONFIG_DIR and HOME a record's env does not set
+        self.environ = dict(os.environ if environ is None else environ)
+
     def _bin(self, ctx: LaunchContext) -> str:
         return self.named_program(ctx.env) or self.provider
 
@@ -148,6 +155,27 @@ class ClaudeAdapter(Adapter):
         new = str(uuid.uuid4())
         argv = [self._bin(ctx), *_forked(provider_session, new)]
         return Launch(argv=argv, provider_session=new)
+
+    def resume_fork(self, provider_session: str, source: str, ctx: LaunchContext) -> Launch:
+        """claude writes a fork's file only at its first message: a fork stopped before one
+        has no conversation to resume ("No conversation found"), so it forks again under the
+        same id (free, since no file has it)."""
+        _check_id(provider_session, "resume")
+        if self.transcript(provider_session, ctx) is not None:
+            return self.resume(provider_session, ctx)
+        _check_id(source, "fork")
+        argv = [self._bin(ctx), *_forked(source, provider_session)]
+        return Launch(argv=argv, provider_session=provider_session)
+
+    def transcript(self, provider_session: str, ctx: LaunchContext) -> Path | None:
+        """The conversation's file, ``<config dir>/projects/<escaped cwd>/<id>.jsonl``, looked up
+        under every project directory (a resume from another cwd finds it too); None when none."""
+        assert self.cli is not None
+        env = {**self.environ, **ctx.env}
+        home = env.get(self.cli.home_env)
+        if not home:
+            home = str(Path(env.get("HOME") or Path.home()) / self.cli.home_dir)
+        return next(iter(Path(home).glob(f"projects/*/{provider_session}.jsonl")), None)
 
     def fork_turn(
         self, source: str, provider_session: str | None, text: str, ctx: LaunchContext

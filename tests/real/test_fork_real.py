@@ -1,7 +1,8 @@
 """``roost fork`` of each real vendor CLI, offline, against the loopback model stand-in.
 
 For each CLI, in pty mode: a conversation with one turn, stopped; its fork verified (a
-``session.resume`` verdict ``resumed`` naming the source); a prompt ``RECALL`` in the fork, which
+``session.resume`` verdict ``resumed`` naming the source), stopped before its first message and
+resumed (verified again); a prompt ``RECALL`` in the fork, which
 the stand-in answers with the previous user prompt, sends the source's earlier turn; the fork
 has a provider session id of its own; the source's conversation file is byte-identical after
 the fork's turns; the source, resumed, does not send the fork's turn. Then in stream mode: a
@@ -72,6 +73,11 @@ def _fork_by_content(
     assert doc["source"]["provider_session"] == source
     fork_id = doc["record"]["id"]
     _activity(node, "f", "ready")
+    # stopped before its first message and resumed, it is still the copy (claude writes a
+    # fork's file only at its first message: its resume forks again under the same id)
+    node.run("stop", "f")
+    node.run("resume", "f")
+    _activity(node, "f", "ready")
     node.run("prompt", "f", "RECALL")
     # the fork resent the source's turn: the stand-in answers RECALL with the prompt before it
     wait_for(lambda: _requests_with(api, "RECALL"), 60, "the fork's RECALL request")
@@ -82,7 +88,7 @@ def _fork_by_content(
     verdicts = [
         e["data"] for e in node.events() if e["kind"] == "session.resume" and e["record"] == fork_id
     ]
-    assert [(v["outcome"], v["fork"]) for v in verdicts] == [("resumed", source)], verdicts
+    assert [(v["outcome"], v["fork"]) for v in verdicts] == [("resumed", source)] * 2, verdicts
     node.run("prompt", "f", "FORKONLY")
     wait_for(lambda: _requests_with(api, "FORKONLY"), 60, "the fork's own turn")
     node.wait_screen("f", "Hello from the mock.", timeout=60)

@@ -160,6 +160,8 @@ class Sessions:
     ) -> Record:
         """Start a new generation of ``record`` and wait until its supervisor attaches;
         ``fork``: its first launch copies that provider session's conversation."""
+        if resume and fork is None:  # a fork's record: its CLI may need the source again
+            fork = await self.fork_origin(record)
         if plan is None:
             plan = await self.plan(record, env, resume=resume, fork=fork)
         instance = uuid.uuid4().hex[:12]
@@ -167,9 +169,7 @@ class Sessions:
         started = bool(resume)
         if resume and record.mode == "stream":  # a stream conversation exists once a turn ran
             latest = await self.peer.call("state", "state.turn.latest", {"record": record.id})
-            started = latest["turn"] is not None
-            if not started and fork is None:  # a fork that ran no turn yet: its first one forks
-                fork = await self.fork_origin(record)
+            started = latest["turn"] is not None  # a fork's first turn forks, even resumed
         identity = plan.get("provider_session") or record.provider_session
         spec = self._spec(record, plan, env, instance, started, generation, identity)
         if fork:
@@ -260,7 +260,8 @@ class Sessions:
 
     async def fork_origin(self, record: Record) -> str | None:
         """The provider session a record was forked from (its ``record.created`` event says),
-        or None: a stream fork resumed before its first turn still makes its copy there."""
+        or None. A fork resumed before its first turn still makes its copy: in stream mode at
+        that turn, in pty mode as the adapter's ``resume_fork`` says."""
         page = await self.peer.call(
             "state", "state.events.since", {"after": 0, "limit": 1, "record": record.id}
         )
