@@ -305,16 +305,17 @@ def verify_fork(
     samples: list[Evidence],
     ctx: LaunchContext | None = None,
 ) -> ResumeCheck:
-    """Did a fork reach its copy of ``source``'s conversation? As a resume (the adapter's
-    ``verify_resume``) of the fork's own id once known (``provider_session``), else of the source
-    (the CLI loaded it to copy it); the source's own id coming back is a failure: then the CLI
-    continued the source instead of copying it."""
-    if provider_session == source:
-        return ResumeCheck(RESUME_FAILED, "resume-unverified", SAME_ID)
+    """Did a fork reach its copy of ``source``'s conversation? Only once the fork's own id is
+    known (``provider_session``, learnt or assigned, else the one its screen shows), and then as
+    a resume of that id (the adapter's ``verify_resume``); undecided until then. The source's
+    own id coming back is a failure: the CLI continued the source instead of copying it."""
     shown = adapter.shown_session(screen)
-    if shown is not None and shown == source:
+    if source in (provider_session, shown):
         return ResumeCheck(RESUME_FAILED, "resume-unverified", SAME_ID)
-    return adapter.verify_resume(screen, provider_session or shown or source, samples, ctx)
+    known = provider_session or shown
+    if known is None:
+        return ResumeCheck(None)
+    return adapter.verify_resume(screen, known, samples, ctx)
 
 
 SAME_ID = "the fork came back with the source's provider session id"

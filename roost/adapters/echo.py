@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import uuid
 from pathlib import Path
@@ -29,6 +30,10 @@ def agent_argv(*args: str) -> list[str]:
     """The echo agent's command: its file, run without site (it needs only the standard library,
     and site's import hooks would cost each session's start more than the agent itself)."""
     return [sys.executable, "-S", AGENT, *args]
+
+
+# what the agent says of its session at the start: "session ID" or "resumed ID (N turns)"
+SHOWN = re.compile(r"^(?:session (\S+)|resumed (\S+) \(\d+ turns\))$", re.MULTILINE)
 
 
 def _forked(source: str, new: str) -> list[str]:
@@ -65,6 +70,10 @@ class EchoAdapter(Adapter):
         new = provider_session or str(uuid.uuid4())
         argv = agent_argv(*self._prompt(text, ctx), *_forked(source, new))
         return Launch(argv=argv, env=self._env(ctx), provider_session=new)
+
+    def shown_session(self, screen: str) -> str | None:
+        found = [a or b for a, b in SHOWN.findall(screen)]
+        return found[-1] if found else None
 
     def turn(
         self, provider_session: str | None, text: str, ctx: LaunchContext, *, first: bool

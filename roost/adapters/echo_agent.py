@@ -13,6 +13,7 @@ so roost's cold resume is real, not simulated.
                                                 # one headless turn, claude's shape
 In headless mode a prompt ``/tool echo X`` makes a tool call and its result first. For tests:
 ``ROOST_ECHO_DELAY_MS`` paces the JSON lines, ``ROOST_ECHO_FAIL=1`` ends the turn with an error,
+``ROOST_ECHO_FORK_SAME=1`` makes ``--fork-session`` continue the source instead of copying it,
 ``ROOST_ECHO_HOLD_FILE=PATH`` makes a headless turn wait, after its result line, until PATH exists
 and then write what PATH holds (if anything) on stderr before it exits (a test's chosen moment).
 Session files live in ``$ROOST_ECHO_HOME`` (default ``~/.roost-echo``)/sessions/ID.jsonl.
@@ -134,8 +135,12 @@ def count_turns(path: str) -> int:
 def fork(args: Args) -> bool:
     """``--fork-session``: the history of ``--resume``'s session copied into a new one
     (``--session-id``, else a new id), which the rest then resumes; False when the source is
-    not there or the new id is taken. The source's file is only read."""
+    not there or the new id is taken. The source's file is only read.
+    ``ROOST_ECHO_FORK_SAME=1`` (tests): a broken fork, which goes on in the source itself."""
     source, new = args.resume or "", args.session_id or new_id()
+    if os.environ.get("ROOST_ECHO_FORK_SAME") == "1":
+        args.session_id, args.fork = None, False
+        return True
     if not valid_id(source) or not os.path.exists(session_file(source)):
         print(f"echo: no session {source!r} to fork", file=sys.stderr, flush=True)
         return False

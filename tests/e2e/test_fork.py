@@ -113,3 +113,33 @@ def test_a_stream_fork_s_first_turn_copies_the_conversation(node: Node, project:
 def test_fork_refuses_an_unknown_record(node: Node) -> None:
     node.up()
     assert node.error("fork", "nothing-here")["code"] == "not-found"
+
+
+def test_a_fork_that_continues_its_source_is_a_failure_said_as_such(
+    node: Node, project: Path
+) -> None:
+    """ROOST_ECHO_FORK_SAME=1: the agent's fork goes on in the source's own conversation, as a
+    CLI that ignored its fork flag would."""
+    node.up()
+    env = ("--env", "ROOST_ECHO_FORK_SAME=1")
+    node.run("spawn", "echo", "--name", "src", "--cwd", str(project), *env)
+    node.wait_screen("src", "echo-ready>")
+    source = node.record("src")["provider_session"]
+    node.run("stop", "src")
+    fork = node.run("fork", "src")["record"]
+    failed = node.wait_state("src-fork", "attention", timeout=30)
+    assert failed["attention"] == "resume-unverified"
+    verdicts = _verdicts(node, fork["id"])
+    assert [(v["outcome"], v["fork"]) for v in verdicts] == [("resume_failed", source)]
+    assert "source's provider session id" in verdicts[0]["detail"]
+    assert failed["provider_session"] != source  # never taken as the fork's
+
+    # in stream mode the source's id comes back in the turn's lines: refused the same way
+    node.run("spawn", "echo", "--name", "s", "--mode", "stream", "--cwd", str(project), *env)
+    node.run("turn", "s", "one", "--wait")
+    stream_source = node.record("s")["provider_session"]
+    t = node.run("fork", "s", "--name", "t")["record"]
+    node.run("turn", "t", "two", "--wait", check=False)
+    wait_for(lambda: _verdicts(node, t["id"]), 15, "the stream fork's failure")
+    assert [v["outcome"] for v in _verdicts(node, t["id"])] == ["resume_failed"]
+    assert node.record("t")["provider_session"] != stream_source

@@ -180,4 +180,10 @@ def test_a_fork_check_refuses_the_source_s_own_id() -> None:
         )
     )
     unknown = asyncio.run(actor.verify_resume(cast(p.Header, None), {**body, "fork": "s-1"}))
-    assert new["outcome"] == unknown["outcome"] == "resumed"
+    assert new["outcome"] == unknown["outcome"] == "resumed"  # the screen shows n-1
+    blank = {**body, "screen": "echo-ready> ", "fork": "s-1"}
+    undecided = asyncio.run(actor.verify_resume(cast(p.Header, None), blank))
+    assert undecided["outcome"] is None  # no id of its own known yet: not verified
+    shown_source = {**body, "screen": "resumed s-1 (1 turns)\necho-ready> ", "fork": "s-1"}
+    same = asyncio.run(actor.verify_resume(cast(p.Header, None), shown_source))
+    assert same["outcome"] == "resume_failed"
