@@ -8,7 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import Node, project, wait_for
+from tests.e2e.conftest import FAKES, Node, project, wait_for
+from tests.e2e.test_generic_fake import provider
+
+QUILL = FAKES / "quill"
 
 __all__ = ["project"]
 
@@ -143,3 +146,18 @@ def test_a_fork_that_continues_its_source_is_a_failure_said_as_such(
     wait_for(lambda: _verdicts(node, t["id"]), 15, "the stream fork's failure")
     assert [v["outcome"] for v in _verdicts(node, t["id"])] == ["resume_failed"]
     assert node.record("t")["provider_session"] != stream_source
+
+
+def test_a_provider_without_a_fork_is_refused_and_nothing_is_written(
+    node: Node, project: Path, tmp_path: Path
+) -> None:
+    """A provider the configuration file defines has no fork (its table says none)."""
+    home = tmp_path / "quill-home"
+    node.config.write_text(provider("quill", str(QUILL), home))
+    node.up()
+    node.run("spawn", "quill", "--name", "q", "--cwd", str(project))
+    wait_for(lambda: node.record("q")["provider_session"], 15, "the id roost gave")
+    err = node.error("fork", "q")
+    assert err["code"] == "provider-cannot-fork" and err["detail"] == {"provider": "quill"}
+    assert [(r["name"], r["generation"]) for r in node.run("ls")["records"]] == [("q", 1)]
+    assert not [e for e in node.events() if e["kind"] == "record.created" and "fork" in e["data"]]
