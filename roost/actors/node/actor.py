@@ -414,7 +414,8 @@ class NodeActor:
                     f"the {source.provider} adapter is restarting",
                     {"provider": source.provider},
                 )
-            return await forking.fork(self.sessions, source, name, _existing_dir)
+            fork = await forking.prepare(self.sessions, source, name, _existing_dir)
+        return await forking.launch(self.sessions, fork)  # the source's lock is not held
 
     async def forget(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         remove = f.opt_bool(body, "remove_worktree")

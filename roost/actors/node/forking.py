@@ -57,13 +57,22 @@ async def derived_name(sessions: Sessions, source: Record) -> str | None:
     raise RoostError("name-taken", f"{source.name}-fork and its next names are taken")
 
 
-async def fork(
+@dataclasses.dataclass(frozen=True)
+class Fork:
+    """A fork read from its source: the new record (not created yet), its env and its origin."""
+
+    record: Record
+    env: dict[str, str]
+    origin: dict[str, str]  # {record, provider_session}: the source and the id copied
+
+
+async def prepare(
     sessions: Sessions,
     source: Record,
     name: str | None,
     check_cwd: Callable[[str], object],
-) -> dict[str, Any]:
-    """Create the fork's record and launch it; the caller holds the source's lock."""
+) -> Fork:
+    """The fork of ``source`` as its record stands (the caller holds its lock only for this)."""
     from_session = await source_session(sessions, source)
     check_cwd(source.cwd)  # the fork runs where the source ran, or not at all
     env = await sessions.env(source.id)
@@ -83,7 +92,13 @@ async def fork(
         created=0.0,
         updated=0.0,
     )
-    origin = {"record": source.id, "provider_session": from_session}
+    return Fork(record, env, {"record": source.id, "provider_session": from_session})
+
+
+async def launch(sessions: Sessions, fork: Fork) -> dict[str, Any]:
+    """Create the fork's record and launch it. The adapter is asked first, so a refusal
+    (``provider-cannot-fork``, ``provider-missing``) leaves no record behind."""
+    record, env, origin = fork.record, fork.env, fork.origin
     created = msg.event(
         "record.created",
         record.id,
@@ -93,8 +108,9 @@ async def fork(
     row = record.to_wire()
     row["env"] = env
     row.pop("size")
-    plan = await sessions.plan(record, env, resume=None, fork=from_session)  # refused: no record
+    source = origin["provider_session"]
+    plan = await sessions.plan(record, env, resume=None, fork=source)
     await sessions.create(row, [created])
     async with sessions.locks[record.id]:
-        live = await sessions.launch(record, env, resume=None, fork=from_session, plan=plan)
+        live = await sessions.launch(record, env, resume=None, fork=source, plan=plan)
     return {"record": live.to_wire(), "source": origin}
