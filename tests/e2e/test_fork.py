@@ -82,6 +82,13 @@ def test_a_pty_fork_copies_the_conversation_and_leaves_the_source_alone(
     node.wait_screen("branch b", f"resumed {named['provider_session']} (2 turns)")
     assert node.error("fork", "src", "--name", "branch b")["code"] == "name-taken"
 
+    # an operation id: a repeated fork is the first one's outcome, not a second fork
+    first = node.run("fork", "src", "--op", "fork-op-1")
+    again = node.run("fork", "src", "--op", "fork-op-1")
+    assert again["record"]["id"] == first["record"]["id"]
+    names = [r["name"] for r in node.run("ls")["records"]]
+    assert names.count("src-fork-3") == 1 and "src-fork-4" not in names
+
 
 def test_a_stream_fork_s_first_turn_copies_the_conversation(node: Node, project: Path) -> None:
     node.up()
