@@ -22,6 +22,7 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -128,6 +129,11 @@ class ClaudeAdapter(Adapter):
         login="run `claude` and /login (or `claude setup-token`), with the same CLAUDE_CONFIG_DIR",
     )
 
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        # the adapter host's environment (the node's), the base of every agent's: it supplies
+        # the CLAUDE_CONFIG_DIR and HOME a record's env does not set
+        self.environ = dict(os.environ if environ is None else environ)
+
     def _bin(self, ctx: LaunchContext) -> str:
         return self.named_program(ctx.env) or self.provider
 
@@ -142,6 +148,46 @@ class ClaudeAdapter(Adapter):
         return Launch(
             argv=[self._bin(ctx), "--resume", provider_session], provider_session=provider_session
         )
+
+    def fork(self, provider_session: str, ctx: LaunchContext) -> Launch:
+        """``--resume SRC --fork-session --session-id NEW``: claude copies the conversation into
+        a new session whose id roost assigns (``--session-id`` with ``--resume`` needs
+        ``--fork-session``); the source's file is left as it was."""
+        _check_id(provider_session, "fork")
+        new = str(uuid.uuid4())
+        argv = [self._bin(ctx), *_forked(provider_session, new)]
+        return Launch(argv=argv, provider_session=new)
+
+    def resume_fork(self, provider_session: str, source: str, ctx: LaunchContext) -> Launch:
+        """claude writes a fork's file only at its first message: a fork stopped before one
+        has no conversation to resume ("No conversation found"), so it forks again under the
+        same id (free, since no file has it)."""
+        _check_id(provider_session, "resume")
+        if self.transcript(provider_session, ctx) is not None:
+            return self.resume(provider_session, ctx)
+        _check_id(source, "fork")
+        argv = [self._bin(ctx), *_forked(source, provider_session)]
+        return Launch(argv=argv, provider_session=provider_session)
+
+    def transcript(self, provider_session: str, ctx: LaunchContext) -> Path | None:
+        """The conversation's file, ``<config dir>/projects/<escaped cwd>/<id>.jsonl``, looked up
+        under every project directory (a resume from another cwd finds it too); None when none."""
+        assert self.cli is not None
+        env = {**self.environ, **ctx.env}
+        home = env.get(self.cli.home_env)
+        if not home:
+            home = str(Path(env.get("HOME") or Path.home()) / self.cli.home_dir)
+        return next(iter(Path(home).glob(f"projects/*/{provider_session}.jsonl")), None)
+
+    def fork_turn(
+        self, source: str, provider_session: str | None, text: str, ctx: LaunchContext
+    ) -> Launch:
+        _check_id(source, "fork")
+        new = provider_session or str(uuid.uuid4())
+        _check_id(new, "provider_session")
+        argv = [self._bin(ctx), "-p", "--output-format", "stream-json", "--verbose"]
+        argv += [*_forked(source, new), "--", text]
+        return Launch(argv=argv, provider_session=new)
 
     def turn(
         self, provider_session: str | None, text: str, ctx: LaunchContext, *, first: bool
@@ -204,6 +250,10 @@ class ClaudeAdapter(Adapter):
             return "unknown", how
         method = doc.get("authMethod") if isinstance(doc.get("authMethod"), str) else "?"
         return ("logged-in", f"{how}: {method}") if doc.get("loggedIn") else ("logged-out", how)
+
+
+def _forked(source: str, new: str) -> list[str]:
+    return ["--resume", source, "--fork-session", "--session-id", new]
 
 
 def _check_id(value: str, name: str) -> None:

@@ -48,6 +48,7 @@ Event = dict[str, Any]
 
 HOME_ENV, HOME_DIR = "CODEX_HOME", ".codex"  # its home: config, login and the rollouts
 RESUME_HINT = re.compile(rf"codex resume ({UUID})")
+EXEC_FLAGS = ("--json", "--skip-git-repo-check", "--")  # "--": a prompt may start with "-"
 
 # Screens that wait for a human; they replace the composer.
 MODAL_MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -164,10 +165,21 @@ class CodexAdapter(Adapter):
         argv = [self._bin(ctx), "resume", provider_session, "--no-daemon"]
         return Launch(argv=argv, provider_session=provider_session)
 
+    def fork(self, provider_session: str, ctx: LaunchContext) -> Launch:
+        """``codex fork SRC``: a new thread from a copy of SRC's; codex picks the new id, which
+        is discovered as a fresh session's is (its rollout file created since the launch)."""
+        return Launch(argv=[self._bin(ctx), "fork", provider_session, "--no-daemon"])
+
+    def fork_turn(
+        self, source: str, provider_session: str | None, text: str, ctx: LaunchContext
+    ) -> Launch:
+        """``codex exec fork SRC``: the fork's first turn; ``thread.started`` names the new id."""
+        return Launch(argv=[self._bin(ctx), "exec", "fork", source, *EXEC_FLAGS, text])
+
     def turn(
         self, provider_session: str | None, text: str, ctx: LaunchContext, *, first: bool
     ) -> Launch:
-        flags = ["--json", "--skip-git-repo-check", "--"]  # "--": a prompt may start with "-"
+        flags = EXEC_FLAGS
         if first:
             return Launch(argv=[self._bin(ctx), "exec", *flags, text])
         if not provider_session:

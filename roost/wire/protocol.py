@@ -178,6 +178,13 @@ METHODS: dict[str, Method] = {
             "cold-resume a dormant record by its provider session id",
             mutating=True,
         ),
+        Method(
+            "session.fork",
+            "create a record whose conversation begins as a copy of another record's, by the "
+            "provider CLI's own fork, and launch it",
+            mutating=True,
+            node_wide=True,
+        ),
         Method("session.forget", "delete a record that is not live", mutating=True),
         Method(
             "session.restore",

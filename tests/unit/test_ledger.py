@@ -87,9 +87,7 @@ def test_each_source_and_provider_session_counts_apart(conn: sqlite3.Connection)
         await call("state.usage.add", report("r1", u.make(10, 1), "files"))
         await call("state.usage.add", report("r1", u.make(cost=0.5), "statusline"))
         await call("state.usage.add", report("r1", u.make(cost=0.75), "statusline"))
-        await call(
-            "state.usage.add", report("r1", u.make(5, 5), "files", provider_session="b")
-        )
+        await call("state.usage.add", report("r1", u.make(5, 5), "files", provider_session="b"))
 
     run(conn, scenario)
     assert ledger.totals(conn)["r1"] == u.make(15, 6, 0, 0, 0.75)

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from roost.actors.node import backup, checkup, usage
+from roost.actors.node import backup, checkup, forking, usage
 from roost.actors.node import worktrees as wt
 from roost.actors.node.control import TURN_TOPIC, Control
 from roost.actors.node.inputs import Inputs
@@ -107,6 +107,7 @@ class NodeActor:
             "session.rename": self.rename,
             "session.stop": self.stop,
             "session.resume": self.resume,
+            "session.fork": self.fork,
             "session.forget": self.forget,
             "session.restore": restorer.handle,
             "session.transcript": self.transcript,
@@ -405,6 +406,20 @@ class NodeActor:
             env = await self.sessions.env(record.id)
             live = await self.sessions.launch(record, env, resume=record.provider_session)
         return {"record": live.to_wire()}
+
+    async def fork(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        name = f.opt_str(body, "name", max_len=128)
+        name = r.validate_name(name) if name else None
+        async with self._locked(f.req_str(body, "id")) as source:
+            _known_provider(source.provider)  # a provider the config file no longer defines
+            if f"adapter/{source.provider}" not in self._registered():
+                raise RoostError(
+                    "unavailable",
+                    f"the {source.provider} adapter is restarting",
+                    {"provider": source.provider},
+                )
+            fork = await forking.prepare(self.sessions, source, name, _existing_dir)
+        return await forking.launch(self.sessions, fork)  # the source's lock is not held
 
     async def forget(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         remove = f.opt_bool(body, "remove_worktree")

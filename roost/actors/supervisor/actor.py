@@ -249,7 +249,7 @@ class Supervisor:
 
     def learn(self, provider_session: str) -> None:
         """The provider's own session id became known (a screen, its files, or a turn's line)."""
-        if provider_session == self.identity:
+        if provider_session == self.identity or self.checks.refuse_identity(provider_session):
             return
         self.identity = self.spec["provider_session"] = provider_session
         self.report("node.session.identity", {"provider_session": provider_session})

@@ -232,6 +232,8 @@ class TurnRunner:
             "env": spec["env"],  # the record's env: where the provider binary and home are
             "data_dir": spec["data_dir"],
         }
+        if self.first and spec.get("fork"):  # a fork's first turn copies its source first
+            body["fork"] = spec.get("fork")
         if text is not None:
             body["text"] = text
         plan = await self.peer.call(f"adapter/{spec['provider']}", "adapter.turn", body)
