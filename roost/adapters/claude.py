@@ -53,7 +53,7 @@ BUSY_FOOTER = "esc to interrupt"
 # "✻ Cogitated for 20s · done 4:49 AM", with no ellipsis.
 SPINNER = re.compile(r"^[^\w\s]\s+[A-Z][\w ]*…")
 # When a subscriber's usage limit resets: "resets 6:34pm (UTC)", in the message and the footer.
-RESETS = re.compile(r"(?:resets|continue automatically) (?:at )?(.*)")
+RESETS = re.compile(r"(?:resets?|continue automatically) (?:at )?(.*)")
 # Claude continues a subscriber's session by itself at the reset (the footer below the box says
 # "Continuing automatically at 6:34pm · Esc to cancel", then "Continuing shortly").
 SELF_CONTINUES = re.compile(r"Continuing (?:automatically|shortly)")

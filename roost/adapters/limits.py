@@ -9,6 +9,7 @@ continue typed then never comes before the limit has lifted.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -62,3 +63,9 @@ def reset_time(text: str, now: float, tz: tzinfo | None = None) -> float | None:
     elif shown < here - HALF_DAY:
         shown += timedelta(days=1)
     return (shown + timedelta(minutes=1)).timestamp()
+
+
+def screen_digest(screen: str) -> str:
+    """What a supervisor reports of the screen it classified (``node.session.classified``'s
+    ``screen``), and what the node's usage-limit policy compares with the live screen's."""
+    return hashlib.sha256(screen.encode("utf-8", "replace")).hexdigest()[:32]

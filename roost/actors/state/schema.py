@@ -71,6 +71,14 @@ ALTER TABLE events ADD COLUMN packed BLOB;
 """
 
 
+# v6: what a usage limit does to the record (spawn --on-limit wait|continue), and the reset time
+# its screen showed while it is in attention for one.
+MIGRATE_6 = """
+ALTER TABLE records ADD COLUMN on_limit TEXT NOT NULL DEFAULT 'wait';
+ALTER TABLE records ADD COLUMN reset_at REAL;
+"""
+
+
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def run(conn: sqlite3.Connection) -> None:
         for statement in filter(str.strip, sql.split(";")):
@@ -86,6 +94,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     3: _script(MIGRATE_3),
     4: _script(MIGRATE_4),
     5: _script(MIGRATE_5),
+    6: _script(MIGRATE_6),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -44,6 +44,7 @@ from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.actors.supervisor.pty_backend import ExitStatus
 from roost.actors.supervisor.terminal import Terminal, Transcript
 from roost.actors.supervisor.turns import TurnRunner
+from roost.adapters.limits import screen_digest
 from roost.wire import fields as f
 from roost.wire import protocol as p
 from roost.wire.errors import RoostError
@@ -220,12 +221,16 @@ class Supervisor:
             return None
         return probe.sample(self.agent.pid, self.agent.pty.fd).to_wire()
 
-    def classified(self, result: dict[str, Any]) -> None:
-        """The adapter's verdict on the screen; a change is reported to the node."""
+    def classified(self, result: dict[str, Any], screen: str | None = None) -> None:
+        """The adapter's verdict on the screen; a change is reported to the node, with the
+        digest of the screen it read (the node's usage-limit policy compares it)."""
         if result != self.classification:
             self.classification = result
             self.keyboard.update_gate()  # closed before anyone can see a login screen's verdict
-            self.report("node.session.classified", {"classification": result})
+            body: dict[str, Any] = {"classification": result}
+            if screen is not None:
+                body["screen"] = screen_digest(screen)
+            self.report("node.session.classified", body)
 
     def prompted(self) -> None:
         self.classifier.prompted()
