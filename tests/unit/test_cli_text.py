@@ -200,3 +200,18 @@ def test_progress_on_a_terminal_counts_and_is_erased() -> None:
     text = out.getvalue()
     assert "waiting for the node to start (1 s)" in text and "(2 s)" in text
     assert text.count("(1 s)") == 1 and text.endswith("\r\x1b[K")
+
+
+def test_show_says_the_usage_limit_policy_and_the_reset() -> None:
+    import datetime
+
+    rec: dict[str, Any] = {"id": "r0123456789", "provider": "codex", "mode": "pty"}
+    rec.update(state="live", generation=1, cwd="/srv", on_limit="continue")
+    assert "on limit:         continue" in record_lines(rec)
+    reset = 1796322660.0
+    limited = {**rec, "state": "attention", "attention": "rate-limit", "reset_at": reset}
+    at = datetime.datetime.fromtimestamp(reset).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    assert f"on limit:         continue; the limit resets at {at}" in " ".join(
+        record_lines(limited)
+    )
+    assert not any(line.startswith("on limit") for line in record_lines({**rec, "mode": "stream"}))
