@@ -57,6 +57,8 @@ RESETS = re.compile(r"(?:resets?|continue automatically) (?:at )?(.*)")
 # Claude continues a subscriber's session by itself at the reset (the footer below the box says
 # "Continuing automatically at 6:34pm · Esc to cancel", then "Continuing shortly").
 SELF_CONTINUES = re.compile(r"Continuing (?:automatically|shortly)")
+# ... and says so above the answer that follows: "● Usage limit reset · Continuing automatically".
+LIMIT_LIFTED = re.compile(r"Usage limit reset")
 STDERR_ERROR = re.compile(r"^\s*(?:Error:|No conversation found)")
 
 Marker = tuple[str, re.Pattern[str]]
@@ -276,9 +278,11 @@ def _question(lines: list[str]) -> tuple[str, str] | None:
 
 
 def _last_exchange(history: list[str]) -> list[str]:
-    """What was shown since the last submitted prompt (all of it when there was none)."""
-    prompts = [i for i, line in enumerate(history) if line.startswith(PROMPT)]
-    return history[prompts[-1] + 1 :] if prompts else history
+    """What was shown since the last submitted prompt (all of it when there was none), or since
+    claude continued by itself after a usage limit."""
+    starts = [i for i, line in enumerate(history) if line.startswith(PROMPT)]
+    starts += [i for i, line in enumerate(history) if LIMIT_LIFTED.search(line)]
+    return history[max(starts) + 1 :] if starts else history
 
 
 # -- processes -------------------------------------------------------------------------------------

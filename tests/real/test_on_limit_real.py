@@ -6,8 +6,9 @@ each vendor's usage-limit 429 until ``limit_seconds`` after the first such reque
   screen (the end of the minute shown); with ``--on-limit continue`` roost types ``continue``
   after it and codex carries on.
 * claude 2.1.332 with a subscriber's login (an OAuth token) shows "You've hit your 5-hour limit ·
-  resets 6:34pm (UTC)" and continues by itself at the reset ("Continuing automatically at ...");
-  roost reports the reset and types nothing. With an API key it shows "API Error: Request
+  resets 6:34pm (UTC)" and continues by itself after the reset ("Continuing automatically at
+  ...", then "Usage limit reset · Continuing automatically"); roost reports the reset and types
+  nothing. With an API key it shows "API Error: Request
   rejected (429) · ..." and no reset time: reported, nothing typed.
 * kimi 2.1.0 retries a 429 by itself after its ``retry-after`` ("Retrying (2/10) ·
   APIProviderRateLimitError · in 5s"): busy, then the answer; nothing to continue.
@@ -90,6 +91,16 @@ def test_claude_subscriber_limit_is_reported_and_claude_continues_itself(
     wait_for(lambda: time.time() > rec["reset_at"] + 5 or None, 90, "the reset to pass")
     assert _kinds(node, "session.limit-continued") == []
     assert not [e for e in _kinds(node, "session.input") if e["data"].get("text") == "continue"]
+    # claude carries on by itself (about 70 s after the reset in 2.1.332)
+    node.wait_screen("lim", "Continuing automatically", timeout=150)
+    wait_for(
+        lambda: HELLO in node.screen("lim").split("Continuing automatically")[-1] or None,
+        60,
+        "claude's own continue answered",
+    )
+    wait_for(lambda: node.record("lim")["state"] == "live" or None, 30, "out of the limit")
+    assert node.record("lim")["reset_at"] is None
+    assert _kinds(node, "session.limit-continued") == []
 
 
 def test_claude_api_key_limit_shows_no_reset(

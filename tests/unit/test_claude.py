@@ -76,6 +76,7 @@ SCREENS: dict[str, tuple[str, str | None]] = {
     "claude-limit-sub.txt": (ATTENTION, "rate-limit"),
     "claude-limit-sub-shortly.txt": (ATTENTION, "rate-limit"),
     "claude-limit-sub-continued.txt": (READY, None),
+    "claude-limit-sub-auto.txt": (READY, None),  # claude continued by itself
     "claude-limit-api.txt": (ATTENTION, "rate-limit"),
 }
 
