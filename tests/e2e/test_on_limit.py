@@ -95,3 +95,25 @@ def test_a_changed_screen_or_the_policy_wait_types_nothing(
     for ref in (rid, waiting):
         assert events(node, ref, "session.limit-continued") == []
         assert CONTINUED not in node.screen(ref)
+
+
+def test_a_node_restarted_before_the_reset_still_continues(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    """The supervisor re-attaching names its verdict and the screen it read: the restarted node
+    arms the continue again."""
+    node.up()
+    now = time.time()
+    if time.localtime(now).tm_sec > 40:  # the reset shown must lie past the restart
+        wait_for(lambda: time.localtime().tm_sec < 5 or None, 25, "a new minute")
+        now = time.time()
+    rid = spawn(node, project, tmp_path, now, "--on-limit", "continue")
+    activity(node, rid, "ready")
+    node.run("prompt", rid, "LIMITTEST")
+    reset = float(str(limited(node, rid)["reset_at"]))
+    node.run("node", "stop")
+    node.up()
+    assert time.time() < reset  # restarted before the reset
+    done = wait_for(lambda: events(node, rid, "session.limit-continued"), 90, "the continue")
+    assert [e["data"]["reset_at"] for e in done] == [reset]
+    node.wait_screen(rid, CONTINUED)

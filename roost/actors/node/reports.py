@@ -88,7 +88,7 @@ class Reports:
                 active = cast(
                     Active,
                     {
-                        **{k: v for k, v in body.items() if k not in ("roost", "wire")},
+                        **{k: v for k, v in body.items() if k not in ("roost", "wire", "screen")},
                         "started": process_started(int(body.get("pid") or 0)),
                         "supervisor": version,
                     },
@@ -102,6 +102,7 @@ class Reports:
                     )
             elif record.state in (r.LIVE, r.ATTENTION) and record.active is not None:
                 await self._mark_version(record, version, unserved)
+                self._seen_again(record, body)
             log.info(
                 "session-reattached",
                 record=record.id,
@@ -111,6 +112,13 @@ class Reports:
             )
             return attach_answer(unserved)
         raise RoostError("stale-generation", "this supervisor no longer owns the record")
+
+    def _seen_again(self, record: Record, body: dict[str, Any]) -> None:
+        """A supervisor re-attaching (to a restarted node) names its last verdict and the screen
+        it read: a usage-limit continue armed before the restart is armed again."""
+        result, screen = body.get("classification"), body.get("screen")
+        if self.seen is not None and isinstance(result, dict):
+            self.seen(record, result, screen if isinstance(screen, str) else None)
 
     async def _mark_version(
         self, record: Record, version: dict[str, Any], unserved: str | None

@@ -79,6 +79,7 @@ class Supervisor:
         self.turns: TurnRunner | None = None
         self.exit: ExitStatus | None = None
         self.classification: dict[str, Any] = {}
+        self.classified_screen: str | None = None  # the digest of the screen it was read from
         self.identity: str | None = spec.get("provider_session")
         self.launched_at = time.time()
         self.checks = IdentityAndResume(self)
@@ -195,6 +196,7 @@ class Supervisor:
                         "agent_pid": self.agent.pid if self.agent else None,
                         "exited": self.exit.to_wire() if self.exit else None,
                         "classification": self.classification or None,
+                        "screen": self.classified_screen,
                     },
                     timeout=5.0,
                 )
@@ -229,7 +231,7 @@ class Supervisor:
             self.keyboard.update_gate()  # closed before anyone can see a login screen's verdict
             body: dict[str, Any] = {"classification": result}
             if screen is not None:
-                body["screen"] = screen_digest(screen)
+                body["screen"] = self.classified_screen = screen_digest(screen)
             self.report("node.session.classified", body)
 
     def prompted(self) -> None:
