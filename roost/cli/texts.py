@@ -78,7 +78,19 @@ def show_lines(doc: dict[str, Any], screen: bool) -> tuple[str, list[str]]:
             after = ["--- last screen (the session is not live) ---", doc["last_screen"]]
         else:
             after = ["--- screen ---", text if text is not None else "(no live session)"]
-    return "\n".join(record_lines(doc["record"])), after
+    lines = record_lines(doc["record"])
+    if verdict := doc.get("classification"):
+        lines.insert(4, f"screen:           {classification_text(verdict)}")
+    return "\n".join(lines), after
+
+
+def classification_text(verdict: dict[str, Any]) -> str:
+    """``ready (via signal)``, ``attention: permission (via screen)``: a live session's last
+    verdict and the evidence it stands on."""
+    state = str(verdict.get("state"))
+    if verdict.get("reason"):
+        state += f": {verdict['reason']}"
+    return f"{state} (via {verdict['via']})" if verdict.get("via") else state
 
 
 def accepted_text(what: str, doc: dict[str, Any]) -> str:

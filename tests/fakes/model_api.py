@@ -18,6 +18,9 @@ The "model" is a few rules applied to the request's conversation:
   from the request's own ``tools`` list so the call matches what that CLI offers.
 * ``PERMTEST`` -> the same, running ``touch made_by_mock.txt``: a command that writes, so a CLI in
   a mode that asks first shows its permission prompt (``echo hi`` is let through unasked).
+* ``APPROVETEST`` -> the same, running ``touch`` of a file outside the working directory and, for
+  codex, asking for the sandbox to be lifted (``sandbox_permissions: "require_escalated"``): a
+  command codex asks a person about even in its default mode.
 * ``RECALL`` -> the text of the previous user prompt found in the request's history (proves the
   CLI resent the earlier turn).
 * ``SLOW`` -> the normal answer, streamed slowly (``slow_seconds`` in all), for busy screens.
@@ -26,6 +29,9 @@ The "model" is a few rules applied to the request's conversation:
 * Otherwise -> ``"Hello from the mock."``.
 * A request for JSON-schema output (e.g. codex's TUI title request) gets a sample document
   valid for the schema instead of text.
+
+Every streamed answer's end is noted: ``ModelApi.last_byte_at`` is the wall-clock time its last
+byte was written, for tests that time what a CLI does after it.
 
 Every request is recorded (``ModelApi.requests``; with ``--log FILE`` also appended to a JSONL
 file) so tests can assert on what the CLI sent.
@@ -91,6 +97,8 @@ HELLO = "Hello from the mock."
 TOOL_DONE = "Tool said hi."
 TOOL_COMMAND = "echo hi"
 PERM_COMMAND = "touch made_by_mock.txt"
+APPROVE_COMMAND = "touch ../outside_by_mock.txt"
+APPROVE_REASON = "Mock wants to write outside the workspace"
 MODEL = "mock-model"
 LONG_WORDS = 2400
 LONG_END = "End of the long answer."
@@ -227,11 +235,13 @@ class Reply:
         tool: bool = False,
         slow: bool = False,
         command: str = TOOL_COMMAND,
+        escalate: bool = False,
     ) -> None:
         self.text = text
         self.tool = tool
         self.slow = slow
         self.command = command
+        self.escalate = escalate  # codex: the call asks to run outside the sandbox
 
 
 def decide(turns: list[Turn]) -> Reply:
@@ -251,6 +261,8 @@ def decide(turns: list[Turn]) -> Reply:
         return Reply(tool=True)
     if "PERMTEST" in last:
         return Reply(tool=True, command=PERM_COMMAND)
+    if "APPROVETEST" in last:
+        return Reply(tool=True, command=APPROVE_COMMAND, escalate=True)
     if "RECALL" in last:
         earlier = prompts[-2] if len(prompts) >= 2 else "(no earlier turn)"
         return Reply(earlier)
@@ -426,6 +438,7 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(delay)  # SLOW prompts: make the stream take a while
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
+            self.server.api.last_byte_at = time.time()
         except (BrokenPipeError, ConnectionResetError):  # the CLI hung up (e.g. interrupted)
             self.close_connection = True
 
@@ -570,6 +583,8 @@ class _Handler(BaseHTTPRequestHandler):
         item_id = _new_id("msg_mock_" if not reply.tool else "fc_mock_")
         if reply.tool:
             name, args = shell_call(tool_names(body), "responses", reply.command)
+            if reply.escalate:
+                args.update(sandbox_permissions="require_escalated", justification=APPROVE_REASON)
             args_json = json.dumps(args)
             item: JSON = {
                 "id": item_id,
@@ -778,6 +793,7 @@ class ModelApi:
         self._log_path = Path(log_path) if log_path is not None else None
         self._lock = threading.Lock()
         self._requests: list[JSON] = []
+        self.last_byte_at: float | None = None  # when the last streamed answer ended
         self._server = _Server(self, port)
         self._thread: threading.Thread | None = None
 

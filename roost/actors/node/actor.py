@@ -355,6 +355,8 @@ class NodeActor:
     async def show(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record = await self.sessions.find(f.req_str(body, "id"))
         reply: dict[str, Any] = {"record": record.to_wire()}
+        if record.state in (r.LIVE, r.ATTENTION) and record.mode == "pty":
+            reply["classification"] = self.sessions.classified.get((record.id, record.generation))
         if f.opt_bool(body, "screen"):
             reply["screen"] = None
             if record.state in (r.LIVE, r.ATTENTION):

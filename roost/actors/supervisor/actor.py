@@ -2,7 +2,10 @@
 
 In ``pty`` mode it owns the agent's PTY (``pty_agent``), feeds a pyte screen, appends raw output to
 the transcript and publishes it with byte offsets, and types input only after its event is
-committed. In ``stream`` mode it runs one headless provider process per turn (``turns``). Either
+committed. Its signal channel (``signals``), bound before the agent starts, takes the exact
+signals of the CLI's hooks and of OSC 9 notifications in its output (``osc9``), as evidence the
+screen's verdicts are weighed against (``verdicts``). In ``stream`` mode it runs one headless
+provider process per turn (``turns``). Either
 way, what must not be lost goes through the on-disk outbox, so a node that is away for a while
 finds it all, in order, when it returns. It runs in its own session and process group, outlives
 the node daemon and re-registers when the broker is back.
@@ -39,13 +42,16 @@ from roost.actors.supervisor.classifying import ScreenClassifier
 from roost.actors.supervisor.delivery import Deliverer
 from roost.actors.supervisor.fanout import Fanout
 from roost.actors.supervisor.keyboard import Keyboard
+from roost.actors.supervisor.osc9 import Osc9Scanner, meaning, rules
 from roost.actors.supervisor.outbox import Outbox
 from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.actors.supervisor.pty_backend import ExitStatus
+from roost.actors.supervisor.signals import SignalChannel, socket_path
 from roost.actors.supervisor.terminal import Terminal, Transcript
 from roost.actors.supervisor.turns import TurnRunner
 from roost.wire import fields as f
 from roost.wire import protocol as p
+from roost.wire import signals as ws
 from roost.wire.errors import RoostError
 from roost.wire.messages import LaunchSpec, OutboxEntry
 
@@ -83,6 +89,15 @@ class Supervisor:
         self.checks = IdentityAndResume(self)
         self.classifier = ScreenClassifier(self)
         self.keyboard = Keyboard(self)
+        self.channel = SignalChannel(self.record_id, self.generation, socket_path(spec))
+        for kind in ("session", "turn-start", "turn-end", "attention", "session-end"):
+            self.channel.handlers[kind] = self.classifier.signal
+        # ``usage`` signals (tokens and cost) are left to whoever registers a handler for them
+        osc9: dict[str, Any] = dict(spec.get("osc9") or {})
+        self._osc9_rules = rules(osc9.get("rules"))
+        source = osc9.get("source")
+        self._osc9_source: ws.SignalSource = source if source in ws.SOURCES else "generic"
+        self._osc9 = Osc9Scanner()
         handlers = {
             **self.keyboard.handlers(),
             "session.resize": self.on_resize,
@@ -114,6 +129,9 @@ class Supervisor:
             self.turns.on_idle = self.keyboard.update_gate
             self.turns.prefetch()
             return
+        self.channel.open()  # before the agent: its hooks may signal as it starts
+        env = {k: v for k, v in self.spec["env"].items() if k not in ws.ENV_NAMES}
+        self.spec["env"] = {**env, **self.channel.env()}
         self.agent = PtyAgent(self.spec, self._on_output, self._on_exit)
         self.agent.on_drained = self.keyboard.update_gate
         self.agent.launch()
@@ -128,7 +146,30 @@ class Supervisor:
         self.term.feed(data)
         self.fanout.push(offset, data)
         self.classifier.changed()
+        if self._osc9_rules:
+            for text, end in self._osc9.feed(data):
+                self._notified(text, offset + len(data) - (self._osc9.fed - end))
         self.keyboard.update_gate()  # the terminal's mode may have changed with it (line_max)
+
+    def _notified(self, text: str, at: int) -> None:
+        """An OSC 9 notification ending at transcript offset ``at``: a signal, when the
+        provider's rules give it a meaning (the offset is its ``seq``)."""
+        found = meaning(text, self._osc9_rules)
+        if found is None:
+            return
+        kind, data = found
+        sig: ws.Signal = {
+            "v": ws.VERSION,
+            "record": self.record_id,
+            "generation": self.generation,
+            "seq": at,
+            "source": self._osc9_source,
+            "kind": kind,
+            "at": time.time(),
+            "data": data,
+            "event": text[:64],
+        }
+        self.channel.inject(sig)
 
     def _publish(self, offset: int, data: bytes) -> None:
         if self.peer.registered.is_set():
@@ -220,12 +261,20 @@ class Supervisor:
             return None
         return probe.sample(self.agent.pid, self.agent.pty.fd).to_wire()
 
-    def classified(self, result: dict[str, Any]) -> None:
-        """The adapter's verdict on the screen; a change is reported to the node."""
-        if result != self.classification:
-            self.classification = result
+    def classified(self, result: dict[str, Any], *, via: str = "screen", ended: int = 0) -> None:
+        """The adapter's verdict on the screen, ``via`` the evidence it stands on, and the
+        turns it ends (``verdicts``). A change of the verdict, or of ``via`` to a signal, is
+        reported to the node, and each turn's end once (``turn_end`` in the map)."""
+        before = self.classification
+        verdict = {**result, "via": via}
+        self.classification = verdict
+        changed = _core(result) != _core(before)
+        if changed:
             self.keyboard.update_gate()  # closed before anyone can see a login screen's verdict
-            self.report("node.session.classified", {"classification": result})
+        reports = max(ended, int(changed or (via != "screen" and via != before.get("via"))))
+        for n in range(reports):
+            body = {**verdict, "turn_end": n < ended}
+            self.report("node.session.classified", {"classification": body})
 
     def prompted(self) -> None:
         self.classifier.prompted()
@@ -373,6 +422,7 @@ async def serve(spec: LaunchSpec, stop: asyncio.Event) -> None:
     await stop.wait()
     await supervisor.shutdown(grace=2.0)
     supervisor.classifier.close()
+    supervisor.channel.close()
     supervisor.fanout.close()
     await tasks.cancel()
     supervisor.transcript.close()
@@ -380,6 +430,11 @@ async def serve(spec: LaunchSpec, stop: asyncio.Event) -> None:
     ctx.destroy(0)
     if tasks.failure is not None:
         raise tasks.failure  # run_until_stopped: exit status CRASHED
+
+
+def _core(classification: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """What a verdict says of the screen (not the evidence it stands on)."""
+    return classification.get("state"), classification.get("reason"), classification.get("detail")
 
 
 def main() -> None:

@@ -60,7 +60,9 @@ class Session(Protocol):
 
     def evidence(self) -> dict[str, Any] | None: ...
 
-    def classified(self, result: dict[str, Any]) -> None: ...
+    def classified(self, result: dict[str, Any], *, via: str = "screen", ended: int = 0) -> None:
+        """The adapter's verdict, the evidence it stands on and the turns it ends."""
+        ...
 
     def prompted(self) -> None:
         """A prompt was typed (its screen's next verdict is reported, changed or not)."""
