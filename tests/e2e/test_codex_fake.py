@@ -152,6 +152,22 @@ def test_codexs_osc9_notifications_are_signals_named_as_the_evidence(
     assert len(turn_ends(node, rid)) == 2
 
 
+def test_an_interrupted_turn_ends_once_on_the_screen_alone(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    rid = spawn(node, project, tmp_path)
+    activity(node, rid, "ready")
+    node.run("prompt", rid, "SLOW and then interrupted")
+    activity(node, rid, "busy")
+    node.run("key", rid, "escape")  # codex sends no notification for an interrupted turn
+    node.wait_screen(rid, "Conversation interrupted")
+    (end,) = wait_for(lambda: turn_ends(node, rid), 15, "the interrupted turn's end")
+    assert end["state"] == "ready" and end["via"] == "screen"
+    time.sleep(1.5)  # nothing more comes: the turn ended once
+    assert len(turn_ends(node, rid)) == 1
+
+
 def test_codexs_approval_notification_bears_out_the_permission_screen(
     node: Node, tmp_path: Path, project: Path
 ) -> None:

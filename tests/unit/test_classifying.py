@@ -57,7 +57,7 @@ class Checks:
 class Sup:
     def __init__(self, peer: Peer) -> None:
         self.peer, self.term, self.provider, self.exit = peer, Screen(), "claude", None
-        self.identity = "known"
+        self.identity: str | None = "known"
         self.checks = Checks()
         self.verdicts: list[str] = []
         self.vias: list[str] = []
@@ -223,16 +223,6 @@ async def _an_unchanged_request_keeps_its_verdict(monkeypatch: pytest.MonkeyPatc
     classifier.changed()
     await settle(classifier)
     assert peer.screens[-1] == "Do you want to proceed?" and len(peer.screens) == 3
-
-
-class Ready(Peer):
-    """Every screen is ``ready`` (the echo agent's prompt line, whatever was typed on it)."""
-
-    async def answer(
-        self, target: str, method: str, body: dict[str, Any], kw: dict[str, Any]
-    ) -> Any:
-        await super().answer(target, method, body, kw)
-        return {"state": "ready", "detail": "ready"}
 
 
 class Judged(Peer):
