@@ -30,8 +30,8 @@ The "model" is a few rules applied to the request's conversation:
 * A request for JSON-schema output (e.g. codex's TUI title request) gets a sample document
   valid for the schema instead of text.
 
-Every streamed answer's end is noted: ``ModelApi.last_byte_at`` is the wall-clock time its last
-byte was written, for tests that time what a CLI does after it.
+Every streamed answer's end is noted: ``ModelApi.last_byte_at(text)`` is the wall-clock time the
+last answer saying ``text`` sent its last byte, for tests that time what a CLI does after it.
 
 Every request is recorded (``ModelApi.requests``; with ``--log FILE`` also appended to a JSONL
 file) so tests can assert on what the CLI sent.
@@ -419,7 +419,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    def _stream(self, frames: Iterator[bytes], slow_seconds: float = 0.0) -> None:
+    def _stream(self, frames: Iterator[bytes], slow_seconds: float = 0.0, said: str = "") -> None:
         """Send an SSE body chunk by chunk (HTTP/1.1 chunked), flushing each frame; with
         ``slow_seconds`` the frames are spread over that long (SLOW prompts)."""
         body = list(frames)
@@ -431,14 +431,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("request-id", _new_id("req_"))
         self.end_headers()
         try:
-            for frame in body:
+            for n, frame in enumerate(body, 1):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
                 self.wfile.flush()
-                if delay:
+                if n == len(body):
+                    self.server.api.streamed(said)  # the answer's last byte has gone
+                elif delay:
                     time.sleep(delay)  # SLOW prompts: make the stream take a while
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
-            self.server.api.last_byte_at = time.time()
         except (BrokenPipeError, ConnectionResetError):  # the CLI hung up (e.g. interrupted)
             self.close_connection = True
 
@@ -572,7 +573,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
             yield _sse({"type": "message_stop"}, "message_stop")
 
-        self._stream(frames(), slow_seconds if reply.slow else 0.0)
+        self._stream(frames(), slow_seconds if reply.slow else 0.0, said=reply.text or "")
 
     # -- OpenAI Responses ------------------------------------------------------------------------
 
@@ -664,7 +665,7 @@ class _Handler(BaseHTTPRequestHandler):
             yield ev("response.output_item.done", output_index=0, item=item)
             yield ev("response.completed", response=response)
 
-        self._stream(frames(), slow_seconds if reply.slow else 0.0)
+        self._stream(frames(), slow_seconds if reply.slow else 0.0, said=reply.text or "")
 
     # -- OpenAI Chat Completions -----------------------------------------------------------------
 
@@ -742,7 +743,7 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             yield b"data: [DONE]\n\n"
 
-        self._stream(frames(), slow_seconds if reply.slow else 0.0)
+        self._stream(frames(), slow_seconds if reply.slow else 0.0, said=reply.text or "")
 
 
 def _sse(doc: JSON, event: str | None = None) -> bytes:
@@ -793,7 +794,7 @@ class ModelApi:
         self._log_path = Path(log_path) if log_path is not None else None
         self._lock = threading.Lock()
         self._requests: list[JSON] = []
-        self.last_byte_at: float | None = None  # when the last streamed answer ended
+        self.ends: list[tuple[float, str]] = []  # each streamed answer: its last byte's time, text
         self._server = _Server(self, port)
         self._thread: threading.Thread | None = None
 
@@ -821,6 +822,15 @@ class ModelApi:
             and r["path"].split("?")[0].rstrip("/").endswith(path_suffix)
             and isinstance(r["body"], dict)
         ]
+
+    def streamed(self, said: str) -> None:
+        with self._lock:
+            self.ends.append((time.time(), said))
+
+    def last_byte_at(self, said: str = HELLO) -> float | None:
+        """When the last streamed answer saying ``said`` sent its last byte (None: none did)."""
+        with self._lock:
+            return next((t for t, text in reversed(self.ends) if text == said), None)
 
     def clear(self) -> None:
         with self._lock:

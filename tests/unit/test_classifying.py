@@ -256,6 +256,7 @@ def slow_settle(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(classifying, "SETTLE_S", 30.0)
     monkeypatch.setattr(verdicts, "QUIET_END_S", 0.2)
     monkeypatch.setattr(verdicts, "RECHECK_S", 0.05)
+    monkeypatch.setattr(verdicts, "DISAGREE_AFTER_S", 0.3)
 
 
 async def _a_prompt_answered_before_its_screen_read_busy_ends_its_turn_once_quiet(
@@ -316,13 +317,28 @@ async def _the_screen_wins_when_a_signal_disagrees_and_it_is_logged() -> None:
         classifier.signal(signal("turn-end", status="ok"))
         await kit.until(lambda: classifier.verdicts.disagreements == 1, "the disagreement")
     assert sup.ended == 0 and set(sup.vias) == {"screen"}
-    assert len(peer.screens) == 3  # the signal's round, and one more look before it is judged
+    assert len(peer.screens) >= 3  # the signal's round, and more looks before it is judged
     (said,) = [e for e in logs if e["event"] == "signal-disagrees"]
     assert said["signal"] == "turn-end" and said["screen"] == "busy"
     assert said["source"] == "claude-hook" and said["data"] == {"status": "ok"}
     sup.term.shown = "done\n> "  # the turn ends on the screen later: that end is told
     classifier.signalled()
     await kit.until(lambda: sup.ended == 1, "the end the screen shows")
+
+
+async def _a_signal_the_screen_draws_a_moment_later_is_borne_out() -> None:
+    peer = Judged()
+    sup, classifier = make(peer)
+    sup.term.shown = "busy: working"
+    classifier.signalled()
+    await until_rounds(peer, 1)
+    classifier.signal(signal("attention", reason="permission"))  # before its screen is drawn
+    await until_rounds(peer, 3)
+    sup.term.shown = "the agent asks: run ls?"
+    await kit.until(lambda: sup.verdicts[-1] == "the agent asks: run ls?", "the approval screen")
+    assert sup.vias[-1] == "signal" and classifier.verdicts.disagreements == 0
+    await asyncio.sleep(0.4)  # past DISAGREE_AFTER_S: nothing is left to disagree
+    assert classifier.verdicts.disagreements == 0 and classifier.verdicts.pending == []
 
 
 async def _a_session_signal_settles_the_id_and_a_different_one_is_not_taken() -> None:
@@ -359,6 +375,11 @@ def test_a_signal_gets_a_round_at_once_and_is_named_as_its_evidence() -> None:
 @pytest.mark.usefixtures("slow_settle")
 def test_the_screen_wins_when_a_signal_disagrees_and_it_is_logged() -> None:
     asyncio.run(_the_screen_wins_when_a_signal_disagrees_and_it_is_logged())
+
+
+@pytest.mark.usefixtures("slow_settle")
+def test_a_signal_the_screen_draws_a_moment_later_is_borne_out() -> None:
+    asyncio.run(_a_signal_the_screen_draws_a_moment_later_is_borne_out())
 
 
 def test_a_session_signal_settles_the_id_and_a_different_one_is_not_taken() -> None:

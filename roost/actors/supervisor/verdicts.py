@@ -4,11 +4,13 @@ stands on (``via``), and where each turn starts and ends.
 The screen is the authority. A signal (``signals``) asks for a round at once, without the settle
 wait, and is weighed against the verdict that round gives: a verdict it bears out is reported
 ``via`` ``"signal"`` (the screen had not changed since the last verdict: the signal is what called
-for it) or ``"both"`` (the screen changed too); one it contradicts (a ``turn-end`` on a screen
-that reads busy, an ``attention`` on a ready screen) is read once more ``RECHECK_S`` later, and
-if the screen still says otherwise its verdict stands, ``via`` ``"screen"``, and the disagreement
-is logged (``signal-disagrees``, with both sides). ``session`` signals settle the provider session
-id; one naming another id than the one assigned is logged and the assigned one kept.
+for it) or ``"both"`` (the screen changed too). A CLI may signal a little before it draws what
+it signals (codex's approval notification comes before its approval screen), so a signal the
+screen does not bear out yet is weighed again every ``RECHECK_S``; one still contradicted
+``DISAGREE_AFTER_S`` after it was taken (a ``turn-end`` on a screen that reads busy, an
+``attention`` on a ready screen) leaves the screen's verdict standing, ``via`` ``"screen"``, and
+the disagreement is logged (``signal-disagrees``, with both sides). ``session`` signals settle
+the provider session id; one naming another id than the one known is logged and not taken.
 
 Every pty turn has a start and an end (``Ledger``), with signals or without. A turn starts when
 a prompt is typed, on a ``turn-start`` signal, or when the screen reads busy with no turn open (a
@@ -22,6 +24,7 @@ Prompts typed before the screen shows their turn's end are one turn each, all en
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +39,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("roost.verdicts")
 
 QUIET_END_S = 1.0  # a prompt's ready screen, never seen busy, ends its turn once this quiet
-RECHECK_S = 0.3  # a signal the screen does not bear out is weighed once more this much later
+RECHECK_S = 0.25  # a signal the screen does not bear out yet is weighed again this often
+DISAGREE_AFTER_S = 2.0  # and judged contradicted this long after it was taken
 # What each kind of signal expects the screen to read (kinds absent here expect nothing of it).
 EXPECTS: dict[str, tuple[str, ...]] = {
     "turn-start": (BUSY,),
@@ -96,7 +100,7 @@ class Ledger:
 @dataclass
 class Pending:
     sig: ws.Signal
-    looks: int = 0  # rounds that weighed it and did not bear it out
+    taken: float  # the loop's time it was taken
 
 
 @dataclass
@@ -120,7 +124,7 @@ class Verdicts:
         if kind == "turn-start":
             self.ledger.begin(rounds, typed=False)
         if kind in EXPECTS:
-            self.pending.append(Pending(sig))
+            self.pending.append(Pending(sig, asyncio.get_running_loop().time()))
         self.ask(0.0)
 
     def _session(self, sig: ws.Signal) -> None:
@@ -156,30 +160,34 @@ class Verdicts:
 
     def _weigh(self, state: str, result: dict[str, Any]) -> tuple[bool, bool]:
         """Whether signals bore this verdict out, and whether one of them was a turn's end;
-        those it did not are kept for one more look, then logged as disagreeing."""
+        one that did not is weighed again, until ``DISAGREE_AFTER_S`` have passed since it was
+        taken: then it is logged as disagreeing, and dropped."""
         agreed = signal_end = False
         keep: list[Pending] = []
+        now = asyncio.get_running_loop().time()
         for item in self.pending:
             kind = item.sig["kind"]
             if state in EXPECTS[kind]:
                 agreed = True
                 signal_end = signal_end or kind == "turn-end"
-                continue
-            item.looks += 1
-            if item.looks < 2:
+            elif now - item.taken < DISAGREE_AFTER_S:
                 keep.append(item)
-                continue
-            self.disagreements += 1
-            log.info(
-                "signal-disagrees",
-                signal=kind,
-                source=item.sig["source"],
-                provider_event=item.sig.get("event"),
-                data=item.sig["data"],
-                screen=state,
-                reason=result.get("reason"),
-            )
+            else:
+                self._disagrees(item, state, result)
         self.pending = keep
         if keep:
-            self.ask(RECHECK_S)
+            left = min(item.taken for item in keep) + DISAGREE_AFTER_S - now
+            self.ask(min(RECHECK_S, max(left, 0.0)) + 0.01)
         return agreed, signal_end
+
+    def _disagrees(self, item: Pending, state: str, result: dict[str, Any]) -> None:
+        self.disagreements += 1
+        log.info(
+            "signal-disagrees",
+            signal=item.sig["kind"],
+            source=item.sig["source"],
+            provider_event=item.sig.get("event"),
+            data=item.sig["data"],
+            screen=state,
+            reason=result.get("reason"),
+        )
