@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from roost.actors.supervisor.osc9 import MAX_TEXT, Osc9Scanner, meaning, rules
+from roost.actors.supervisor.terminal import Terminal
 from roost.adapters.codex import CodexAdapter
 
 
@@ -70,3 +71,9 @@ def test_rules_that_are_not_well_formed_are_left_out() -> None:
     table = rules([["^x", "turn-end", {}], ["^y", "no-such-kind", {}], "junk", ["^z", "attention"]])
     assert [kind for _, kind, _ in table] == ["turn-end"]
     assert rules(None) == []
+
+
+def test_the_screen_never_shows_a_notification_s_text() -> None:
+    term = Terminal(5, 40)
+    term.feed(b"abc\x1b]9;Hello from the mock.\x07def\x1b]9;Approval requested: x\x1b\\ghi")
+    assert term.text().splitlines()[0] == "abcdefghi"
