@@ -341,6 +341,19 @@ async def _a_signal_the_screen_draws_a_moment_later_is_borne_out() -> None:
     assert classifier.verdicts.disagreements == 0 and classifier.verdicts.pending == []
 
 
+async def _a_verdict_on_a_screen_read_before_a_signal_says_nothing_of_it() -> None:
+    peer = Judged()
+    sup, classifier = make(peer)
+    sup.term.shown = "> "
+    peer.gate.clear()
+    classifier.signalled()
+    await until_rounds(peer, 1)  # this call read the screen before the signal came
+    classifier.signal(signal("turn-end"))
+    peer.gate.set()
+    await kit.until(lambda: len(sup.vias) == 2, "the signal's own round")
+    assert sup.vias == ["screen", "signal"] and sup.ended == 1
+
+
 async def _a_session_signal_settles_the_id_and_a_different_one_is_not_taken() -> None:
     peer = Judged()
     sup, classifier = make(peer)
@@ -380,6 +393,11 @@ def test_the_screen_wins_when_a_signal_disagrees_and_it_is_logged() -> None:
 @pytest.mark.usefixtures("slow_settle")
 def test_a_signal_the_screen_draws_a_moment_later_is_borne_out() -> None:
     asyncio.run(_a_signal_the_screen_draws_a_moment_later_is_borne_out())
+
+
+@pytest.mark.usefixtures("slow_settle")
+def test_a_verdict_on_a_screen_read_before_a_signal_says_nothing_of_it() -> None:
+    asyncio.run(_a_verdict_on_a_screen_read_before_a_signal_says_nothing_of_it())
 
 
 def test_a_session_signal_settles_the_id_and_a_different_one_is_not_taken() -> None:

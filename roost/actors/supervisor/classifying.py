@@ -165,7 +165,7 @@ class ScreenClassifier:
                 await self.sup.checks.discover()
 
     def _judge(self, result: dict[str, Any], number: int, output: bool, started: float) -> None:
-        self.verdicts.take(result, number, output, started - self._changed_at)
+        self.verdicts.take(result, number, output, started - self._changed_at, started)
 
     async def _quiet_or(self, due: float) -> None:
         """Wait until ``due``, or less: until the output has been quiet for ``SETTLE_S``, or

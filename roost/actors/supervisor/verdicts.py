@@ -145,11 +145,13 @@ class Verdicts:
             return
         self.sup.learn(found)
 
-    def take(self, result: dict[str, Any], number: int, output: bool, quiet_s: float) -> None:
-        """The verdict of round ``number`` (``output``: the screen changed since the round
-        before; ``quiet_s``: how long it has been quiet)."""
+    def take(
+        self, result: dict[str, Any], number: int, output: bool, quiet_s: float, started: float
+    ) -> None:
+        """The verdict of round ``number``, begun at loop time ``started`` (``output``: the
+        screen changed since the round before; ``quiet_s``: how long it had been quiet)."""
         state = str(result.get("state"))
-        agreed, signal_end = self._weigh(state, result)
+        agreed, signal_end = self._weigh(state, result, started)
         ended = self.ledger.judge(state, number, quiet_s, signal_end)
         if ended is None:
             self.ask(max(QUIET_END_S - quiet_s, 0.0) + 0.01)
@@ -158,16 +160,19 @@ class Verdicts:
             via = "both"  # the end the screen told, borne out by its signal
         self.sup.classified(result, via=via, ended=ended or 0)
 
-    def _weigh(self, state: str, result: dict[str, Any]) -> tuple[bool, bool]:
+    def _weigh(self, state: str, result: dict[str, Any], started: float) -> tuple[bool, bool]:
         """Whether signals bore this verdict out, and whether one of them was a turn's end;
         one that did not is weighed again, until ``DISAGREE_AFTER_S`` have passed since it was
-        taken: then it is logged as disagreeing, and dropped."""
+        taken: then it is logged as disagreeing, and dropped. A verdict on a screen read before
+        a signal was taken says nothing of it."""
         agreed = signal_end = False
         keep: list[Pending] = []
         now = asyncio.get_running_loop().time()
         for item in self.pending:
             kind = item.sig["kind"]
-            if state in EXPECTS[kind]:
+            if item.taken > started:
+                keep.append(item)
+            elif state in EXPECTS[kind]:
                 agreed = True
                 signal_end = signal_end or kind == "turn-end"
             elif now - item.taken < DISAGREE_AFTER_S:
