@@ -84,6 +84,7 @@ def _ends_within_a_second(node: Node, rid: str, api: ModelApi) -> dict[str, Any]
     (end,) = wait_for(lambda: _turn_ends(node, rid), 60, "the turn's end")
     last = api.last_byte_at(HELLO)
     assert last is not None
+    print(f"turn end reported {end['ts'] - last:.3f} s after the model's last byte")
     assert 0 <= end["ts"] - last <= END_WITHIN_S, (end["ts"] - last, end)
     node.run("stop", "sig")
     return dict(end["data"])

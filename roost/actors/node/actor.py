@@ -356,7 +356,8 @@ class NodeActor:
         record = await self.sessions.find(f.req_str(body, "id"))
         reply: dict[str, Any] = {"record": record.to_wire()}
         if record.state in (r.LIVE, r.ATTENTION) and record.mode == "pty":
-            reply["classification"] = self.sessions.classified.get((record.id, record.generation))
+            generation, verdict = self.sessions.classified.get(record.id, (None, None))
+            reply["classification"] = verdict if generation == record.generation else None
         if f.opt_bool(body, "screen"):
             reply["screen"] = None
             if record.state in (r.LIVE, r.ATTENTION):

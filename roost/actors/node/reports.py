@@ -70,7 +70,7 @@ class Reports:
         record = await self._current(body)
         version, unserved = supervisor_version(body)
         if isinstance(body.get("classification"), dict):
-            self.sessions.classified[(record.id, record.generation)] = body["classification"]
+            self.sessions.classified[record.id] = (record.generation, body["classification"])
         future = self.sessions.attaching.get(instance)
         if future is not None and not future.done():
             future.set_result({**body, "supervisor": version, "unserved": unserved})
@@ -164,9 +164,8 @@ class Reports:
     async def on_classified(self, body: dict[str, Any]) -> dict[str, Any]:
         record = await self._current(body)
         result = body.get("classification") or {}
-        self.sessions.classified[(record.id, record.generation)] = {
-            k: v for k, v in result.items() if k != "turn_end"
-        }
+        verdict = {k: v for k, v in result.items() if k != "turn_end"}
+        self.sessions.classified[record.id] = (record.generation, verdict)
         state, reason = result.get("state"), result.get("reason")
         event = msg.event("session.classified", record.id, record.generation, result)
         changes: dict[str, Any] = {"activity": state, "attention": reason}

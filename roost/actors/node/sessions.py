@@ -66,8 +66,8 @@ class Sessions:
         # restores waiting for a cold resume's verdict, by (record, generation)
         self.verdicts: dict[tuple[str, int], asyncio.Future[dict[str, Any]]] = {}
         # each live pty session's last classification as its supervisor reported it (with
-        # ``via``), by record and generation: what ``session.show`` tells beside the record
-        self.classified: dict[tuple[str, int], dict[str, Any]] = {}
+        # ``via``) and its generation, by record: what ``session.show`` tells beside the record
+        self.classified: dict[str, tuple[int, dict[str, Any]]] = {}
         self.cleaning = 0  # losses being settled: the node answers busy to a shutdown meanwhile
         self.records = KnownRecords(self._state)
 
