@@ -229,7 +229,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     incarnation = os.urandom(6).hex()
     cfg = host_config()
     actors = []
-    for name, adapter in adapters().items():
+    for name, adapter in adapters(cfg).items():
         peer = Peer(
             ctx,
             args.endpoint,

@@ -96,8 +96,9 @@ READY_TIMEOUT = click.option(
 )
 
 
-SPAWN_HELP = f"""Start a live session of PROVIDER ({", ".join(names())}). The config file's [spawn]
-    mode, size, env and restore are the defaults of --mode, --size, --env and --restore.
+SPAWN_HELP = f"""Start a live session of PROVIDER ({", ".join(names())}), or of a provider the
+    config file defines ([providers.NAME]). The config file's [spawn] mode, size, env and restore
+    are the defaults of --mode, --size, --env and --restore.
 
     It answers once the agent runs, before its screen is read (`starting`); --wait-ready waits
     until it is ready for input, and fails (exit 1) if it needs a human or ends first."""

@@ -42,6 +42,20 @@ QUIESCE_S = 2.0  # a stop waits at most this long for the inputs being accepted
 REATTACH_WAIT_S = 6.0  # a supervisor re-registers within ~2 heartbeats of a node restart
 
 
+def _known_provider(provider: str) -> None:
+    """``unknown-provider``, naming the known ones (a provider the configuration file no longer
+    defines is not one)."""
+    known = names()
+    if provider not in known:
+        hint = did_you_mean(close_matches(provider, known))
+        raise RoostError(
+            "unknown-provider",
+            f"no adapter for provider {provider!r}{'; ' + hint if hint else ''} "
+            f"(known: {', '.join(sorted(known))})",
+            {"provider": provider, "known": sorted(known)},
+        )
+
+
 class NodeActor:
     """Serves the client methods and the supervisors' reports."""
 
@@ -294,15 +308,7 @@ class NodeActor:
         env = f.str_map(body, "env")
         rows = f.opt_int(body, "rows", lo=2, hi=1000) or 40
         cols = f.opt_int(body, "cols", lo=2, hi=1000) or 120
-        known = names()
-        if provider not in known:
-            hint = did_you_mean(close_matches(provider, known))
-            raise RoostError(
-                "unknown-provider",
-                f"no adapter for provider {provider!r}{'; ' + hint if hint else ''} "
-                f"(known: {', '.join(sorted(known))})",
-                {"provider": provider, "known": sorted(known)},
-            )
+        _known_provider(provider)
         if f"adapter/{provider}" not in self._registered():  # known, but its host is restarting
             raise RoostError(
                 "unavailable", f"the {provider} adapter is restarting", {"provider": provider}
@@ -393,6 +399,7 @@ class NodeActor:
     async def resume(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         async with self._locked(f.req_str(body, "id")) as record:
             r.check_resume(record)
+            _known_provider(record.provider)  # a provider the config file no longer defines
             _existing_dir(record.cwd)  # resumed in its original cwd, or not at all
             env = await self.sessions.env(record.id)
             live = await self.sessions.launch(record, env, resume=record.provider_session)
