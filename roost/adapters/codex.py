@@ -121,13 +121,10 @@ NOTIFY_ARGS = (
 # What those notifications mean, first match wins: an approval's text is fixed, any other
 # (unless a ConEmu-style "N;..." code) is a turn's last message. A last message that happens to
 # begin like an approval is read as one; the screen, which every verdict reads, still decides.
-OSC9 = (
-    "codex-osc9",
-    (
-        (r"^Approval requested", "attention", {"reason": "permission"}),
-        (r"^Codex wants to edit", "attention", {"reason": "permission"}),
-        (r"^(?!\d+;)", "turn-end", {"status": "ok"}),
-    ),
+OSC9: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    (r"^Approval requested", "attention", {"reason": "permission"}),
+    (r"^Codex wants to edit", "attention", {"reason": "permission"}),
+    (r"^(?!\d+;)", "turn-end", {"status": "ok"}),
 )
 
 # Silence: no line at all (codex writes an item only when it finishes, so a long command is

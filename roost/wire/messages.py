@@ -45,15 +45,6 @@ RestoreOutcome = Literal["resumed", "attention", "resume_failed", "skipped"]
 # -- the node and its supervisors ----------------------------------------------------------------
 
 
-class Osc9Spec(TypedDict):
-    """A provider's OSC 9 notifications as signals (``roost.actors.supervisor.osc9``): the
-    signal source they are, and ``[pattern, kind, data]`` rules mapping a notification's text
-    to a signal kind (first match wins; no match: no signal)."""
-
-    source: str
-    rules: list[list[Any]]
-
-
 class LaunchSpec(TypedDict):
     """What the node writes into a supervisor's spec file, and the supervisor runs."""
 
@@ -79,7 +70,9 @@ class LaunchSpec(TypedDict):
     turn_deadline_s: float | None
     name: str | None  # the record's name at launch, and the node's id: the process's title
     node_id: str
-    osc9: NotRequired[Osc9Spec | None]  # the provider's OSC 9 notifications, read as signals
+    # the provider's OSC 9 notifications as signals: ``[pattern, kind, data]`` rules mapping a
+    # notification's text to a signal kind (first match wins; none: no signal)
+    osc9: NotRequired[list[list[Any]] | None]
 
 
 class Active(TypedDict, total=False):
@@ -183,4 +176,4 @@ class TurnPlan(TypedDict, total=False):
     submit_delay_s: float
     turn_silence_s: float | None
     turn_deadline_s: float | None
-    osc9: Osc9Spec | None
+    osc9: list[list[Any]] | None

@@ -34,7 +34,7 @@ def send(env: dict[str, str], kind: ws.SignalKind, seq: int, **fields: Any) -> N
         "record": env[ws.ENV_RECORD],
         "generation": int(env[ws.ENV_GENERATION]),
         "seq": seq,
-        "source": "generic",
+        "source": "hook",
         "kind": kind,
         "at": time.time(),
         "data": {},

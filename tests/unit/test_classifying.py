@@ -243,7 +243,7 @@ def signal(kind: ws.SignalKind, seq: int = 1, **data: Any) -> ws.Signal:
         "record": "r1",
         "generation": 1,
         "seq": seq,
-        "source": "claude-hook",
+        "source": "hook",
         "kind": kind,
         "at": 0.0,
         "data": data,
@@ -320,7 +320,7 @@ async def _the_screen_wins_when_a_signal_disagrees_and_it_is_logged() -> None:
     assert len(peer.screens) >= 3  # the signal's round, and more looks before it is judged
     (said,) = [e for e in logs if e["event"] == "signal-disagrees"]
     assert said["signal"] == "turn-end" and said["screen"] == "busy"
-    assert said["source"] == "claude-hook" and said["data"] == {"status": "ok"}
+    assert said["source"] == "hook" and said["data"] == {"status": "ok"}
     sup.term.shown = "done\n> "  # the turn ends on the screen later: that end is told
     classifier.signalled()
     await kit.until(lambda: sup.ended == 1, "the end the screen shows")

@@ -49,9 +49,7 @@ def test_a_read_without_an_opener_costs_nothing_held() -> None:
 
 
 def test_codex_rules_read_approvals_and_turn_ends() -> None:
-    spec = CodexAdapter().osc9_spec()
-    assert spec is not None and spec["source"] == "codex-osc9"
-    table = rules(spec["rules"])
+    table = rules(CodexAdapter().osc9_rules())
     assert meaning("Approval requested: touch ../outside_by_mock.txt", table) == (
         "attention",
         {"reason": "permission", "message": "Approval requested: touch ../outside_by_mock.txt"},

@@ -21,7 +21,7 @@ from tests import kit
 
 def sig(
     seq: int,
-    source: ws.SignalSource = "claude-hook",
+    source: ws.SignalSource = "hook",
     record: str = "r1",
     generation: int = 1,
     kind: ws.SignalKind = "turn-end",
@@ -51,11 +51,11 @@ def test_a_repeated_or_older_seq_is_dropped_per_source() -> None:
     assert o.refusal(sig(10)) is None
     assert o.refusal(sig(10)) == "stale-seq"  # repeated
     assert o.refusal(sig(9)) == "stale-seq"  # late
-    assert o.refusal(sig(3, source="codex-osc9")) is None  # another source has its own order
+    assert o.refusal(sig(3, source="osc9")) is None  # another source has its own order
     assert o.refusal(sig(11)) is None
-    assert o.refusal(sig(4, source="codex-osc9")) is None
-    assert o.refusal(sig(4, source="codex-osc9")) == "stale-seq"
-    assert o.last == {"claude-hook": 11, "codex-osc9": 4}
+    assert o.refusal(sig(4, source="osc9")) is None
+    assert o.refusal(sig(4, source="osc9")) == "stale-seq"
+    assert o.last == {"hook": 11, "osc9": 4}
 
 
 def test_a_dropped_signal_does_not_move_its_source_on() -> None:
@@ -103,12 +103,12 @@ async def _datagrams_are_taken_in_order_and_stale_ones_dropped(tmp_path: Path) -
             ws.encode(sig(3, generation=0)),  # an earlier launch's hook
             ws.encode(sig(3, record="r9")),
             b"\x93not a signal",
-            ws.encode(sig(1, source="kimi-hook")),
+            ws.encode(sig(1, source="statusline")),
             ws.encode(sig(3, kind="usage")),  # taken; no handler here
             ws.encode(sig(4)),
         ):
             send(path, raw)
-        await kit.until(lambda: got == [("claude-hook", 2), ("kimi-hook", 1), ("claude-hook", 4)])
+        await kit.until(lambda: got == [("hook", 2), ("statusline", 1), ("hook", 4)])
         await kit.until(lambda: channel.taken == 4)
         assert channel.dropped == {
             "stale-seq": 2,
@@ -131,7 +131,7 @@ async def _the_supervisor_s_own_signals_follow_the_same_rules() -> None:
     got: list[int] = []
     channel.handlers["turn-end"] = lambda s: got.append(s["seq"])
     for seq in (100, 100, 50, 200):
-        channel.inject(sig(seq, source="codex-osc9"))
+        channel.inject(sig(seq, source="osc9"))
     assert got == [100, 200]
 
 

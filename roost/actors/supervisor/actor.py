@@ -93,10 +93,7 @@ class Supervisor:
         for kind in ("session", "turn-start", "turn-end", "attention", "session-end"):
             self.channel.handlers[kind] = self.classifier.signal
         # ``usage`` signals (tokens and cost) are left to whoever registers a handler for them
-        osc9: dict[str, Any] = dict(spec.get("osc9") or {})
-        self._osc9_rules = rules(osc9.get("rules"))
-        source = osc9.get("source")
-        self._osc9_source: ws.SignalSource = source if source in ws.SOURCES else "generic"
+        self._osc9_rules = rules(spec.get("osc9"))
         self._osc9 = Osc9Scanner()
         handlers = {
             **self.keyboard.handlers(),
@@ -163,7 +160,7 @@ class Supervisor:
             "record": self.record_id,
             "generation": self.generation,
             "seq": at,
-            "source": self._osc9_source,
+            "source": "osc9",
             "kind": kind,
             "at": time.time(),
             "data": data,
