@@ -25,6 +25,7 @@ Prompts typed before the screen shows their turn's end are one turn each, all en
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -108,7 +109,7 @@ class Verdicts:
     """Weighs each round's verdict (``take``) against the signals taken since (``signal``)."""
 
     sup: Session
-    ask: Any  # the classifier's ``signalled(delay)``: a round now, or after ``delay`` seconds
+    ask: Callable[[float], None]  # the classifier's ``signalled``: a round in ``delay`` seconds
     ledger: Ledger = field(default_factory=Ledger)
     pending: list[Pending] = field(default_factory=list)
     disagreements: int = 0
