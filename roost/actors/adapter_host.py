@@ -115,6 +115,7 @@ class AdapterActor:
             "submit_delay_s": self.adapter.submit_delay_s,
             "turn_silence_s": self.adapter.turn_silence_s,
             "turn_deadline_s": self.adapter.turn_deadline_s,
+            "osc9": self.adapter.osc9_rules(),
         }
 
     def _check_program(self, launch: Launch, ctx: LaunchContext) -> None:

@@ -180,6 +180,14 @@ class Adapter(ABC):
     # "Reconnecting..." forever, so only a wall-clock deadline ends it).
     turn_silence_s: float | None = None
     turn_deadline_s: float | None = None
+    # OSC 9 notifications the CLI writes to its terminal, as signals (none: it writes none
+    # roost reads): ``(pattern, kind, data)`` rules from a notification's text to a signal kind,
+    # the first match winning (``roost.actors.supervisor.osc9``).
+    osc9: tuple[tuple[str, str, dict[str, Any]], ...] = ()
+
+    def osc9_rules(self) -> list[list[Any]] | None:
+        """``osc9`` as the launch plan carries it."""
+        return [[pattern, kind, dict(data)] for pattern, kind, data in self.osc9] or None
 
     # The CLI's program is looked up at spawn and resume (``binary``): the variable that names
     # another binary, and how to install it, go into the ``provider-missing`` error.

@@ -5,8 +5,11 @@ Interactive sessions run ``codex --no-daemon`` so the turn stays inside the supe
 session id (a UUIDv7, no flag to choose one), so identity is discovered: from the exit hint
 ``codex resume <uuid>`` on the screen, or from the rollout file codex writes under
 ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<local time>-<uuid>.jsonl``, whose first line is a
-``session_meta`` naming the cwd. Stream mode runs one ``codex exec --json`` per turn; its JSONL
-(``thread.started`` carries the id) becomes roost events here.
+``session_meta`` naming the cwd. Interactive launches also ask for codex's desktop notifications as
+OSC 9 in its output, for every turn's end and every approval (``NOTIFY_ARGS``), whatever the
+terminal's focus: the supervisor reads them as signals (``OSC9``). Stream mode runs one
+``codex exec --json`` per turn; its JSONL (``thread.started`` carries the id) becomes roost events
+here.
 """
 
 from __future__ import annotations
@@ -114,6 +117,26 @@ TOOL_ITEMS = frozenset(
 )
 RESULT_FIELDS = ("status", "aggregated_output", "exit_code", "result", "error")
 
+# codex 0.171.0 run with these writes ``ESC ] 9 ; text BEL`` when a turn ends (the text: the turn's
+# last message; "Agent turn complete" when it had none) and when it asks for an approval
+# ("Approval requested: <command>"; an edit's: "Codex wants to edit ..."). Three -c items.
+NOTIFY_ARGS = (
+    "-c",
+    'tui.notification_method="osc9"',
+    "-c",
+    'tui.notification_condition="always"',
+    "-c",
+    'tui.notifications=["agent-turn-complete","approval-requested"]',
+)
+# What those notifications mean, first match wins: an approval's text is fixed, any other
+# (unless a ConEmu-style "N;..." code) is a turn's last message. A last message that happens to
+# begin like an approval is read as one; the screen, which every verdict reads, still decides.
+OSC9: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    (r"^Approval requested", "attention", {"reason": "permission"}),
+    (r"^Codex wants to edit", "attention", {"reason": "permission"}),
+    (r"^(?!\d+;)", "turn-end", {"status": "ok"}),
+)
+
 # Silence: no line at all (codex writes an item only when it finishes, so a long command is
 # quiet). Deadline: offline, codex prints "Reconnecting..." lines for ever, which keep the
 # silence clock from running out; only a wall-clock limit ends such a turn.
@@ -145,6 +168,7 @@ class CodexAdapter(Adapter):
     # The TUI reads text and an Enter arriving together as a paste, so the Enter only adds a line
     # to the composer (seen with codex 0.171.0 in a PTY): submit apart, after a pause.
     submit_delay_s = 0.3
+    osc9 = OSC9
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         # The adapter host's environment (the node's): deadlines are per adapter, and it is the
@@ -165,10 +189,10 @@ class CodexAdapter(Adapter):
 
     def fresh(self, ctx: LaunchContext) -> Launch:
         # No ``-C``: the process already starts in the record's cwd, which codex takes as its root.
-        return Launch(argv=[self._bin(ctx), "--no-daemon"])
+        return Launch(argv=[self._bin(ctx), "--no-daemon", *NOTIFY_ARGS])
 
     def resume(self, provider_session: str, ctx: LaunchContext) -> Launch:
-        argv = [self._bin(ctx), "resume", provider_session, "--no-daemon"]
+        argv = [self._bin(ctx), "resume", provider_session, "--no-daemon", *NOTIFY_ARGS]
         return Launch(argv=argv, provider_session=provider_session)
 
     def fork(self, provider_session: str, ctx: LaunchContext) -> Launch:

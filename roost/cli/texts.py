@@ -95,6 +95,8 @@ def show_lines(doc: dict[str, Any], screen: bool) -> tuple[str, list[str]]:
     lines = record_lines(doc["record"])
     if "usage" in doc:
         lines.append(f"usage:            {usage_text(doc['usage']) or '-'}")
+    if verdict := doc.get("classification"):
+        lines.insert(4, f"screen:           {classification_text(verdict)}")
     return "\n".join(lines), after
 
 
@@ -115,6 +117,15 @@ def short_count(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f}{unit}"
     return str(n)
+
+
+def classification_text(verdict: dict[str, Any]) -> str:
+    """``ready (via signal)``, ``attention: permission (via screen)``: a live session's last
+    verdict and the evidence it stands on."""
+    state = str(verdict.get("state"))
+    if verdict.get("reason"):
+        state += f": {verdict['reason']}"
+    return f"{state} (via {verdict['via']})" if verdict.get("via") else state
 
 
 def accepted_text(what: str, doc: dict[str, Any]) -> str:

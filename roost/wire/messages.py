@@ -76,6 +76,9 @@ class LaunchSpec(TypedDict):
     # a fork's source provider session: the launch (or a stream record's first turn) copies that
     # conversation into a new one, verified as a resume is, and never takes the source's id
     fork: NotRequired[str | None]
+    # the provider's OSC 9 notifications as signals: ``[pattern, kind, data]`` rules mapping a
+    # notification's text to a signal kind (first match wins; none: no signal)
+    osc9: NotRequired[list[list[Any]] | None]
 
 
 class Active(TypedDict, total=False):
@@ -179,3 +182,4 @@ class TurnPlan(TypedDict, total=False):
     submit_delay_s: float
     turn_silence_s: float | None
     turn_deadline_s: float | None
+    osc9: list[list[Any]] | None

@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from roost.wire import signals as ws
 from tests.e2e.conftest import FAKES, TURN_KINDS, Node, activity, wait_for
 
 FAKE = FAKES / "codex"
@@ -112,6 +113,77 @@ def test_a_pty_session_learns_its_id_answers_stops_and_resumes(
     node.wait_screen(rid, "Hello from the fake codex: second")
     assert user_messages(rollouts(tmp_path)[sid]) == ["SLOW hello codex", "second"]
     assert node.record(rid)["provider_session"] == sid
+
+
+def turn_ends(node: Node, rid: str) -> list[dict[str, Any]]:
+    return [e["data"] for e in events(node, rid, "session.classified") if e["data"].get("turn_end")]
+
+
+def agent_env(node: Node) -> dict[str, str]:
+    """The environment of the fake codex the node's supervisor runs."""
+    for proc in node.processes():
+        with contextlib.suppress(psutil.Error):
+            if any(str(FAKE) in part for part in proc.cmdline()):
+                return dict(proc.environ())
+    return {}
+
+
+def test_codexs_osc9_notifications_are_signals_named_as_the_evidence(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    rid = spawn(node, project, tmp_path)
+    activity(node, rid, "ready")
+    env = wait_for(lambda: agent_env(node), 15, "the agent's environment")
+    socket = Path(env[ws.ENV_SOCKET])
+    assert env[ws.ENV_RECORD] == rid and env[ws.ENV_GENERATION] == "1" and socket.exists()
+    node.run("prompt", rid, "hello codex")
+    node.wait_screen(rid, "Hello from the fake codex: hello codex")
+    # the turn's end, told once, on the evidence of the screen and of codex's OSC 9 together
+    (end,) = wait_for(lambda: turn_ends(node, rid), 15, "the turn's end")
+    assert end["state"] == "ready" and end["via"] in ("both", "signal")
+    shown = node.run("show", rid)
+    assert shown["classification"]["state"] == "ready"
+    assert shown["classification"]["via"] in ("both", "signal")
+    node.run("prompt", rid, "again")
+    wait_for(lambda: len(turn_ends(node, rid)) == 2, 15, "the second turn's end")
+    node.run("stop", rid)
+    assert not socket.exists()  # the channel goes with its supervisor
+    assert len(turn_ends(node, rid)) == 2
+
+
+def test_an_interrupted_turn_ends_once_on_the_screen_alone(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    rid = spawn(node, project, tmp_path)
+    activity(node, rid, "ready")
+    node.run("prompt", rid, "SLOW and then interrupted")
+    activity(node, rid, "busy")
+    node.run("key", rid, "escape")  # codex sends no notification for an interrupted turn
+    node.wait_screen(rid, "Conversation interrupted")
+    (end,) = wait_for(lambda: turn_ends(node, rid), 15, "the interrupted turn's end")
+    assert end["state"] == "ready" and end["via"] == "screen"
+    time.sleep(1.5)  # nothing more comes: the turn ended once
+    assert len(turn_ends(node, rid)) == 1
+
+
+def test_codexs_approval_notification_bears_out_the_permission_screen(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    node.up()
+    rid = spawn(node, project, tmp_path, "FAKE_CODEX_SCREEN=permission")
+    activity(node, rid, "ready")
+    node.run("prompt", rid, "touch /outside")
+    rec = node.wait_state(rid, "attention")
+    assert rec["attention"] == "permission"
+    verdict = wait_for(
+        lambda: c if (c := node.run("show", rid)["classification"])["via"] != "screen" else None,
+        15,
+        "the approval's signal",
+    )
+    assert verdict["state"] == "attention" and verdict["via"] in ("both", "signal")
+    assert turn_ends(node, rid) == []  # an approval is no turn's end
 
 
 def test_a_session_stopped_before_its_first_turn_has_no_id_to_resume_by(

@@ -148,6 +148,28 @@ argv = [{json.dumps(sys.executable)}, "-c", {json.dumps(writer)}]
     ] * 3
 
 
+def test_two_prompts_typed_quickly_end_two_turns(node: Node, tmp_path: Path) -> None:
+    """Two prompts typed before the screen is read again are two turns: two turn-ends."""
+    out = tmp_path / "turns.jsonl"
+    writer = f"import sys; open({str(out)!r}, 'a').write(sys.stdin.read())"
+    write_config(
+        node,
+        f"""
+[[notify.command]]
+on = ["turn-end"]
+argv = [{json.dumps(sys.executable)}, "-c", {json.dumps(writer)}]
+""",
+    )
+    node.up()
+    rid = node.run("spawn", "echo", "--name", "quick", "--wait-ready")["record"]["id"]
+    node.run("prompt", "quick", "first")
+    node.run("prompt", "quick", "second")
+    node.wait_screen("quick", "echo: second")
+    wait_for(lambda: len(notifications(out)) >= 2, 15, "two turn-ends")
+    time.sleep(1.5)  # nothing more comes
+    assert [(t["event"], t["record"]["id"]) for t in notifications(out)] == [("turn-end", rid)] * 2
+
+
 def test_node_up_refuses_a_config_file_it_cannot_use(node: Node) -> None:
     write_config(node, '[spawn]\nmode = "pty"\n\n[notify]\ndesktop = "yes"\n')
     err = node.error("node", "up")

@@ -18,6 +18,9 @@ The "model" is a few rules applied to the request's conversation:
   from the request's own ``tools`` list so the call matches what that CLI offers.
 * ``PERMTEST`` -> the same, running ``touch made_by_mock.txt``: a command that writes, so a CLI in
   a mode that asks first shows its permission prompt (``echo hi`` is let through unasked).
+* ``APPROVETEST`` -> the same, running ``touch`` of a file outside the working directory and, for
+  codex, asking for the sandbox to be lifted (``sandbox_permissions: "require_escalated"``): a
+  command codex asks a person about even in its default mode.
 * ``RECALL`` -> the text of the previous user prompt found in the request's history (proves the
   CLI resent the earlier turn).
 * ``LIMITTEST`` -> the vendor's usage-limit answer (HTTP 429 with its error body and reset
@@ -33,6 +36,9 @@ The "model" is a few rules applied to the request's conversation:
 * Otherwise -> ``"Hello from the mock."``.
 * A request for JSON-schema output (e.g. codex's TUI title request) gets a sample document
   valid for the schema instead of text.
+
+Every streamed answer's end is noted: ``ModelApi.last_byte_at(text)`` is the wall-clock time the
+last answer saying ``text`` sent its last byte, for tests that time what a CLI does after it.
 
 Every request is recorded (``ModelApi.requests``; with ``--log FILE`` also appended to a JSONL
 file) so tests can assert on what the CLI sent.
@@ -98,6 +104,8 @@ HELLO = "Hello from the mock."
 TOOL_DONE = "Tool said hi."
 TOOL_COMMAND = "echo hi"
 PERM_COMMAND = "touch made_by_mock.txt"
+APPROVE_COMMAND = "touch ../outside_by_mock.txt"
+APPROVE_REASON = "Mock wants to write outside the workspace"
 MODEL = "mock-model"
 # Usage every answer reports beside its input tokens (estimated from the request's size): fixed,
 # non-zero figures, so a test can tell each kind of token apart in what a CLI reports back.
@@ -240,12 +248,14 @@ class Reply:
         slow: bool = False,
         command: str = TOOL_COMMAND,
         limit: bool = False,
+        escalate: bool = False,
     ) -> None:
         self.limit = limit
         self.text = text
         self.tool = tool
         self.slow = slow
         self.command = command
+        self.escalate = escalate  # codex: the call asks to run outside the sandbox
 
 
 def decide(turns: list[Turn]) -> Reply:
@@ -267,6 +277,8 @@ def decide(turns: list[Turn]) -> Reply:
         return Reply(HELLO, limit=True)
     if "PERMTEST" in last:
         return Reply(tool=True, command=PERM_COMMAND)
+    if "APPROVETEST" in last:
+        return Reply(tool=True, command=APPROVE_COMMAND, escalate=True)
     if "RECALL" in last:
         earlier = prompts[-2] if len(prompts) >= 2 else "(no earlier turn)"
         return Reply(earlier)
@@ -458,7 +470,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    def _stream(self, frames: Iterator[bytes], slow_seconds: float = 0.0) -> None:
+    def _stream(self, frames: Iterator[bytes], slow_seconds: float = 0.0, said: str = "") -> None:
         """Send an SSE body chunk by chunk (HTTP/1.1 chunked), flushing each frame; with
         ``slow_seconds`` the frames are spread over that long (SLOW prompts)."""
         body = list(frames)
@@ -470,10 +482,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("request-id", _new_id("req_"))
         self.end_headers()
         try:
-            for frame in body:
+            for n, frame in enumerate(body, 1):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
                 self.wfile.flush()
-                if delay:
+                if n == len(body):
+                    self.server.api.streamed(said)  # the answer's last byte has gone
+                elif delay:
                     time.sleep(delay)  # SLOW prompts: make the stream take a while
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
@@ -629,7 +643,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
             yield _sse({"type": "message_stop"}, "message_stop")
 
-        self._stream(frames(), slow_seconds if reply.slow else 0.0)
+        self._stream(frames(), slow_seconds if reply.slow else 0.0, said=reply.text or "")
 
     # -- OpenAI Responses ------------------------------------------------------------------------
 
@@ -642,6 +656,8 @@ class _Handler(BaseHTTPRequestHandler):
         item_id = _new_id("msg_mock_" if not reply.tool else "fc_mock_")
         if reply.tool:
             name, args = shell_call(tool_names(body), "responses", reply.command)
+            if reply.escalate:
+                args.update(sandbox_permissions="require_escalated", justification=APPROVE_REASON)
             args_json = json.dumps(args)
             item: JSON = {
                 "id": item_id,
@@ -722,7 +738,7 @@ class _Handler(BaseHTTPRequestHandler):
             yield ev("response.output_item.done", output_index=0, item=item)
             yield ev("response.completed", response=response)
 
-        self._stream(frames(), slow_seconds if reply.slow else 0.0)
+        self._stream(frames(), slow_seconds if reply.slow else 0.0, said=reply.text or "")
 
     # -- OpenAI Chat Completions -----------------------------------------------------------------
 
@@ -804,7 +820,7 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             yield b"data: [DONE]\n\n"
 
-        self._stream(frames(), slow_seconds if reply.slow else 0.0)
+        self._stream(frames(), slow_seconds if reply.slow else 0.0, said=reply.text or "")
 
 
 def _sse(doc: JSON, event: str | None = None) -> bytes:
@@ -859,6 +875,7 @@ class ModelApi:
         self._lock = threading.Lock()
         self._requests: list[JSON] = []
         self._usage: list[JSON] = []
+        self.ends: list[tuple[float, str]] = []  # each streamed answer: its last byte's time, text
         self._server = _Server(self, port)
         self._thread: threading.Thread | None = None
 
@@ -895,6 +912,15 @@ class ModelApi:
             if self.limit_until is None:
                 self.limit_until = now + self.limit_seconds
             return self.limit_until if now < self.limit_until else None
+
+    def streamed(self, said: str) -> None:
+        with self._lock:
+            self.ends.append((time.time(), said))
+
+    def last_byte_at(self, said: str = HELLO) -> float | None:
+        """When the last streamed answer saying ``said`` sent its last byte (None: none did)."""
+        with self._lock:
+            return next((t for t, text in reversed(self.ends) if text == said), None)
 
     def clear(self) -> None:
         with self._lock:

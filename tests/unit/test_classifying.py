@@ -7,10 +7,12 @@ import asyncio
 from typing import Any, cast
 
 import pytest
+import structlog.testing
 
-from roost.actors.supervisor import classifying
+from roost.actors.supervisor import classifying, verdicts
 from roost.actors.supervisor.classifying import ScreenClassifier
 from roost.actors.supervisor.host import Session
+from roost.wire import signals as ws
 from roost.wire.errors import RoostError
 from tests import kit
 
@@ -55,10 +57,12 @@ class Checks:
 class Sup:
     def __init__(self, peer: Peer) -> None:
         self.peer, self.term, self.provider, self.exit = peer, Screen(), "claude", None
-        self.identity = "known"
+        self.identity: str | None = "known"
         self.checks = Checks()
         self.verdicts: list[str] = []
         self.screens: list[str | None] = []  # the screen each verdict read
+        self.vias: list[str] = []
+        self.ended = 0  # turns the verdicts ended
         self.classification: dict[str, Any] = {}
         self.reports: list[str] = []  # node.session.classified, as the supervisor reports
         self.samples = 0  # process probes taken (one per call, never one per output)
@@ -67,12 +71,24 @@ class Sup:
         self.samples += 1
         return None
 
-    def classified(self, result: dict[str, Any], screen: str | None = None) -> None:
+    def classified(
+        self,
+        result: dict[str, Any],
+        *,
+        via: str = "screen",
+        ended: int = 0,
+        screen: str | None = None,
+    ) -> None:
         self.screens.append(screen)
         self.verdicts.append(result["detail"])
+        self.vias.append(via)
+        self.ended += ended
         if result != self.classification:
             self.classification = result
             self.report("node.session.classified", {"classification": result})
+
+    def learn(self, provider_session: str) -> None:
+        self.identity = provider_session
 
     def report(self, method: str, body: dict[str, Any]) -> None:
         self.reports.append(body["classification"]["detail"])
@@ -220,41 +236,183 @@ async def _an_unchanged_request_keeps_its_verdict(monkeypatch: pytest.MonkeyPatc
     assert peer.screens[-1] == "Do you want to proceed?" and len(peer.screens) == 3
 
 
-class Ready(Peer):
-    """Every screen is ``ready`` (the echo agent's prompt line, whatever was typed on it)."""
+class Judged(Peer):
+    """The screen's words decide: ``busy`` on it reads busy, ``asks`` attention, else ready."""
 
     async def answer(
         self, target: str, method: str, body: dict[str, Any], kw: dict[str, Any]
     ) -> Any:
         await super().answer(target, method, body, kw)
-        return {"state": "ready", "detail": "ready"}
+        screen = body["screen"]
+        state = "busy" if "busy" in screen else "attention" if "asks" in screen else "ready"
+        return {"state": state, "detail": screen}
 
 
-async def _the_verdict_after_a_typed_prompt_is_reported_unchanged() -> None:
-    peer = Ready()
+def signal(kind: ws.SignalKind, seq: int = 1, **data: Any) -> ws.Signal:
+    return {
+        "v": ws.VERSION,
+        "record": "r1",
+        "generation": 1,
+        "seq": seq,
+        "source": "hook",
+        "kind": kind,
+        "at": 0.0,
+        "data": data,
+    }
+
+
+@pytest.fixture
+def slow_settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output waits long for its round, so only a signal's round can come soon."""
+    monkeypatch.setattr(classifying, "SETTLE_S", 30.0)
+    monkeypatch.setattr(verdicts, "QUIET_END_S", 0.2)
+    monkeypatch.setattr(verdicts, "RECHECK_S", 0.05)
+    monkeypatch.setattr(verdicts, "DISAGREE_AFTER_S", 0.3)
+
+
+async def _a_prompt_answered_before_its_screen_read_busy_ends_its_turn_once_quiet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(verdicts, "QUIET_END_S", 0.2)
+    peer = Judged()
     sup, classifier = make(peer)
-    sup.term.shown = "echo-ready> "
+    sup.term.shown = "> "
     classifier.changed()
     await settle(classifier)
-    sup.term.shown = "echo-ready> typed"
-    classifier.changed()
-    await settle(classifier)
-    assert len(sup.verdicts) == 2 and sup.reports == ["ready"]  # a verdict unchanged: not told
+    assert sup.ended == 0 and sup.reports == ["> "]
+    sup.term.shown = "> hi\necho: hi\n> "
+    classifier.prompted()  # the agent answered at once: its screen never read busy
+    await kit.until(lambda: sup.ended == 1, "the turn's end")
+    await asyncio.sleep(0.3)
+    assert sup.ended == 1 and set(sup.vias) == {"screen"}
+
+
+async def _a_turn_end_signal_ends_a_turn_never_seen_busy_at_once() -> None:
+    peer = Judged()
+    sup, classifier = make(peer)
+    sup.term.shown = "> "
+    classifier.signalled()
+    await until_rounds(peer, 1)
+    classifier.prompted()  # its round is due in SETTLE_S (30 s)
+    classifier.signal(signal("turn-end"))  # long before the quiet spell would end it
+    await kit.until(lambda: sup.ended == 1, "the turn's end", timeout=2)
+    assert sup.vias[-1] == "both"  # the prompt counts as a change of the screen
+
+
+async def until_rounds(peer: Peer, n: int) -> None:
+    await kit.until(lambda: len(peer.screens) >= n, f"{n} calls")
+
+
+async def _a_signal_gets_a_round_at_once_and_is_named_as_its_evidence() -> None:
+    peer = Judged()
+    sup, classifier = make(peer)
+    classifier.signalled()
+    await until_rounds(peer, 1)
+    sup.term.shown = "the agent asks: may I?"
+    classifier.changed()  # due in SETTLE_S (30 s)
+    classifier.signal(signal("attention", reason="permission"))
+    await kit.until(lambda: len(sup.verdicts) == 2, "the signal's round", timeout=2)
+    assert sup.verdicts[-1] == "the agent asks: may I?" and sup.vias[-1] == "both"
+    classifier.signal(signal("attention", seq=2))  # the same screen: asked again all the same
+    await kit.until(lambda: len(peer.screens) == 3, "a call for the unchanged screen")
+    assert sup.vias[-1] == "signal"
+
+
+async def _the_screen_wins_when_a_signal_disagrees_and_it_is_logged() -> None:
+    peer = Judged()
+    sup, classifier = make(peer)
+    sup.term.shown = "busy: thinking"
+    classifier.signalled()
+    await until_rounds(peer, 1)
+    with structlog.testing.capture_logs() as logs:
+        classifier.signal(signal("turn-end", status="ok"))
+        await kit.until(lambda: classifier.verdicts.disagreements == 1, "the disagreement")
+    assert sup.ended == 0 and set(sup.vias) == {"screen"}
+    assert len(peer.screens) >= 3  # the signal's round, and more looks before it is judged
+    (said,) = [e for e in logs if e["event"] == "signal-disagrees"]
+    assert said["signal"] == "turn-end" and said["screen"] == "busy"
+    assert said["source"] == "hook" and said["data"] == {"status": "ok"}
+    sup.term.shown = "done\n> "  # the turn ends on the screen later: that end is told
+    classifier.signalled()
+    await kit.until(lambda: sup.ended == 1, "the end the screen shows")
+
+
+async def _a_signal_the_screen_draws_a_moment_later_is_borne_out() -> None:
+    peer = Judged()
+    sup, classifier = make(peer)
+    sup.term.shown = "busy: working"
+    classifier.signalled()
+    await until_rounds(peer, 1)
+    classifier.signal(signal("attention", reason="permission"))  # before its screen is drawn
+    await until_rounds(peer, 3)
+    sup.term.shown = "the agent asks: run ls?"
+    await kit.until(lambda: sup.verdicts[-1] == "the agent asks: run ls?", "the approval screen")
+    assert sup.vias[-1] == "signal" and classifier.verdicts.disagreements == 0
+    await asyncio.sleep(0.4)  # past DISAGREE_AFTER_S: nothing is left to disagree
+    assert classifier.verdicts.disagreements == 0 and classifier.verdicts.pending == []
+
+
+async def _a_verdict_on_a_screen_read_before_a_signal_says_nothing_of_it() -> None:
+    peer = Judged()
+    sup, classifier = make(peer)
+    sup.term.shown = "> "
     peer.gate.clear()
-    sup.term.shown = "echo-ready> typed and sent"
-    classifier.changed()
-    while len(peer.calls) < 3:
-        await asyncio.sleep(0.001)
-    classifier.prompted()  # while a round that began before it is under way
-    sup.term.shown = "echo: typed and sent\necho-ready> "
+    classifier.signalled()
+    await until_rounds(peer, 1)  # this call read the screen before the signal came
+    classifier.signal(signal("turn-end"))
     peer.gate.set()
+    await kit.until(lambda: len(sup.vias) == 2, "the signal's own round")
+    assert sup.vias == ["screen", "signal"] and sup.ended == 1
+
+
+async def _a_session_signal_settles_the_id_and_a_different_one_is_not_taken() -> None:
+    peer = Judged()
+    sup, classifier = make(peer)
+    sup.identity = None
+    classifier.signal(signal("session", provider_session="abc", how="startup"))
+    assert sup.identity == "abc"
+    with structlog.testing.capture_logs() as logs:
+        classifier.signal(signal("session", seq=2, provider_session="other", how="resume"))
+    assert sup.identity == "abc"
+    assert [e["signalled"] for e in logs if e["event"] == "signal-identity-mismatch"] == ["other"]
     await settle(classifier)
-    # the round under way when the prompt was typed is not told; the next one is
-    assert len(sup.verdicts) == 4 and sup.reports == ["ready", "ready"]
-    classifier.changed()
-    sup.term.shown = "echo: typed and sent\necho-ready> more"
-    await settle(classifier)
-    assert len(sup.verdicts) == 5 and sup.reports == ["ready", "ready"]
+
+
+def test_a_prompt_answered_before_its_screen_read_busy_ends_its_turn_once_quiet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asyncio.run(
+        _a_prompt_answered_before_its_screen_read_busy_ends_its_turn_once_quiet(monkeypatch)
+    )
+
+
+@pytest.mark.usefixtures("slow_settle")
+def test_a_turn_end_signal_ends_a_turn_never_seen_busy_at_once() -> None:
+    asyncio.run(_a_turn_end_signal_ends_a_turn_never_seen_busy_at_once())
+
+
+@pytest.mark.usefixtures("slow_settle")
+def test_a_signal_gets_a_round_at_once_and_is_named_as_its_evidence() -> None:
+    asyncio.run(_a_signal_gets_a_round_at_once_and_is_named_as_its_evidence())
+
+
+@pytest.mark.usefixtures("slow_settle")
+def test_the_screen_wins_when_a_signal_disagrees_and_it_is_logged() -> None:
+    asyncio.run(_the_screen_wins_when_a_signal_disagrees_and_it_is_logged())
+
+
+@pytest.mark.usefixtures("slow_settle")
+def test_a_signal_the_screen_draws_a_moment_later_is_borne_out() -> None:
+    asyncio.run(_a_signal_the_screen_draws_a_moment_later_is_borne_out())
+
+
+@pytest.mark.usefixtures("slow_settle")
+def test_a_verdict_on_a_screen_read_before_a_signal_says_nothing_of_it() -> None:
+    asyncio.run(_a_verdict_on_a_screen_read_before_a_signal_says_nothing_of_it())
+
+
+def test_a_session_signal_settles_the_id_and_a_different_one_is_not_taken() -> None:
+    asyncio.run(_a_session_signal_settles_the_id_and_a_different_one_is_not_taken())
 
 
 def test_same_request_leaves_out_the_time_of_the_probe() -> None:
@@ -312,7 +470,3 @@ def test_an_unchanged_request_keeps_its_verdict(monkeypatch: pytest.MonkeyPatch)
 
 def test_close_ends_the_rounds() -> None:
     asyncio.run(_close_ends_the_rounds())
-
-
-def test_the_verdict_after_a_typed_prompt_is_reported_unchanged() -> None:
-    asyncio.run(_the_verdict_after_a_typed_prompt_is_reported_unchanged())

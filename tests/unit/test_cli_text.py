@@ -15,6 +15,7 @@ from roost.cli import table
 from roost.cli.main import cli
 from roost.cli.output import accepted_text, endpoint_text, exit_text, record_lines, records_table
 from roost.cli.progress import Progress
+from roost.cli.texts import show_lines
 from roost.suggest import close_matches, did_you_mean
 from tests import kit
 
@@ -104,6 +105,17 @@ def test_show_says_which_supervisor_wire_a_session_speaks() -> None:
     assert "supervisor:       wire 1, a release that does not say (before wire 2)" in old_text
     assert "supervisor:       wire 2, roost 0.2.0" in new_text
     assert not REPR.search(old_text + new_text)
+
+
+def test_show_says_what_a_live_screen_reads_and_on_which_evidence() -> None:
+    doc = {
+        "record": record(state="attention", attention="permission"),
+        "classification": {"state": "attention", "reason": "permission", "via": "both"},
+    }
+    text, _ = show_lines(doc, screen=False)
+    assert "screen:           attention: permission (via both)" in text.splitlines()
+    text, _ = show_lines({"record": record(state="dormant"), "classification": None}, False)
+    assert "screen:" not in text
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from roost.adapters import codex
 from roost.adapters.base import (
     ATTENTION,
     ATTENTION_REASONS,
@@ -43,13 +44,19 @@ ADAPTER = CodexAdapter({})
 
 def test_fresh_runs_the_tui_without_the_daemon_and_learns_its_id_later() -> None:
     launch = ADAPTER.fresh(CTX)
-    assert launch.argv == ["codex", "--no-daemon"]
+    assert launch.argv == ["codex", "--no-daemon", *codex.NOTIFY_ARGS]
     assert launch.provider_session is None and launch.env == {}
 
 
 def test_resume_names_the_thread() -> None:
     launch = ADAPTER.resume("01a22acc-1207-7de3-a35d-56fcd1fb0061", CTX)
-    assert launch.argv == ["codex", "resume", "01a22acc-1207-7de3-a35d-56fcd1fb0061", "--no-daemon"]
+    assert launch.argv == [
+        "codex",
+        "resume",
+        "01a22acc-1207-7de3-a35d-56fcd1fb0061",
+        "--no-daemon",
+        *codex.NOTIFY_ARGS,
+    ]
     assert launch.provider_session == "01a22acc-1207-7de3-a35d-56fcd1fb0061"
 
 

@@ -59,6 +59,19 @@ def test_a_typed_prompt_begins_a_turn_that_its_next_ready_screen_ends() -> None:
     assert notice(ev("session.classified", state="ready"), watch) is None
 
 
+def test_a_supervisor_that_keeps_the_turns_is_taken_at_its_word() -> None:
+    """``turn_end`` in the verdict: each true one is a turn's end, nothing else is."""
+    watch = Watch()
+    assert notice(ev("session.input", input="prompt", text="hi"), watch) is None
+    ready = {"state": "ready", "via": "screen"}
+    assert notice(ev("session.classified", **ready, turn_end=False), watch) is None
+    assert notice(ev("session.classified", state="busy", turn_end=False), watch) is None
+    assert notice(ev("session.classified", **ready, turn_end=True), watch) == "turn-end"
+    assert notice(ev("session.classified", **ready, turn_end=True), watch) == "turn-end"  # 2nd
+    assert notice(ev("session.classified", state="busy", turn_end=False), watch) is None
+    assert notice(ev("session.classified", **ready, turn_end=False), watch) is None
+
+
 def test_an_exit_or_a_loss_is_an_exit_and_other_events_are_nothing() -> None:
     watch = Watch()
     assert notice(ev("session.exited", exit={"code": 0}), watch) == "exit"

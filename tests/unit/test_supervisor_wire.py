@@ -29,6 +29,7 @@ class FakeSessions(Sessions):
         self.record = record
         self.events: list[Event] = []
         self.attaching: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.classified: dict[str, tuple[int, dict[str, Any]]] = {}
 
     async def find(self, ref: str) -> Record:
         assert ref == self.record.id

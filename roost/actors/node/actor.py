@@ -374,6 +374,9 @@ class NodeActor:
         reply: dict[str, Any] = {"record": record.to_wire()}
         used = await self.peer.call("state", "state.usage.totals", {"records": [record.id]})
         reply["usage"] = used["totals"].get(record.id)
+        if record.state in (r.LIVE, r.ATTENTION) and record.mode == "pty":
+            generation, verdict = self.sessions.classified.get(record.id, (None, None))
+            reply["classification"] = verdict if generation == record.generation else None
         if f.opt_bool(body, "screen"):
             reply["screen"] = None
             if record.state in (r.LIVE, r.ATTENTION):

@@ -3,10 +3,11 @@ human, ends a turn, or exits. They fire with no client connected.
 
 The notifier subscribes to the node's own event socket, like any client, and reads the events the
 state store publishes once they are committed: a record entering ``attention`` (``record.state``),
-a turn's end (``session.turn`` of a stream turn; a pty session whose screen goes from ``busy`` to
-``ready``, or is classified ``ready`` after a prompt was typed, ``session.classified`` after a
-``session.input`` prompt: its supervisor reports the first verdict after a typed prompt even when
-unchanged, so an agent that answers before it is ever seen busy ends its turn too) and an exit
+a turn's end (``session.turn`` of a stream turn; for a pty session, a ``session.classified`` whose
+``turn_end`` is true: its supervisor reports one for each turn, whether its end was seen on the
+screen or told by a signal, and however short the turn; from a supervisor that does not say
+``turn_end``, a screen going from ``busy`` to ``ready``, or ``ready`` after a ``session.input``
+prompt) and an exit
 (``session.exited``, ``session.lost``). What to run is the configuration file's
 ``[[notify.command]]`` list; each gets the event as one JSON line on stdin, runs without a shell
 unless the entry says ``shell``, in its own process group, and is killed at its timeout. A
@@ -67,6 +68,9 @@ def notice(event: dict[str, Any], watch: Watch) -> str | None:
     if kind == "session.classified":
         before, now = watch.activity.get(rid), data.get("state")
         watch.activity[rid] = str(now)
+        if "turn_end" in data:  # the supervisor keeps the turns: each end is told once
+            watch.prompted.discard(rid)
+            return "turn-end" if data["turn_end"] else None
         if now != "ready" or (before != "busy" and rid not in watch.prompted):
             return None
         watch.prompted.discard(rid)

@@ -76,6 +76,8 @@ class Reports:
         instance = str(body.get("instance"))
         record = await self._current(body)
         version, unserved = supervisor_version(body)
+        if isinstance(body.get("classification"), dict):
+            self.sessions.classified[record.id] = (record.generation, body["classification"])
         future = self.sessions.attaching.get(instance)
         if future is not None and not future.done():
             future.set_result({**body, "supervisor": version, "unserved": unserved})
@@ -177,6 +179,8 @@ class Reports:
     async def on_classified(self, body: dict[str, Any]) -> dict[str, Any]:
         record = await self._current(body)
         result = body.get("classification") or {}
+        verdict = {k: v for k, v in result.items() if k != "turn_end"}
+        self.sessions.classified[record.id] = (record.generation, verdict)
         record = await self._classified(record, result)
         if self.seen is not None:
             screen = body.get("screen")

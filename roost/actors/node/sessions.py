@@ -65,6 +65,9 @@ class Sessions:
         self.attaching: dict[str, asyncio.Future[dict[str, Any]]] = {}
         # restores waiting for a cold resume's verdict, by (record, generation)
         self.verdicts: dict[tuple[str, int], asyncio.Future[dict[str, Any]]] = {}
+        # each live pty session's last classification as its supervisor reported it (with
+        # ``via``) and its generation, by record: what ``session.show`` tells beside the record
+        self.classified: dict[str, tuple[int, dict[str, Any]]] = {}
         self.cleaning = 0  # losses being settled: the node answers busy to a shutdown meanwhile
         self.records = KnownRecords(self._state)
 
@@ -314,6 +317,7 @@ class Sessions:
             "resume": resume,
             "turn_silence_s": plan.get("turn_silence_s"),
             "turn_deadline_s": plan.get("turn_deadline_s"),
+            "osc9": plan.get("osc9"),
         }
 
     # -- stop, lost, forget --------------------------------------------------------------------

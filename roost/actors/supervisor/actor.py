@@ -2,7 +2,10 @@
 
 In ``pty`` mode it owns the agent's PTY (``pty_agent``), feeds a pyte screen, appends raw output to
 the transcript and publishes it with byte offsets, and types input only after its event is
-committed. In ``stream`` mode it runs one headless provider process per turn (``turns``). Either
+committed. Its signal channel (``signals``), bound before the agent starts, takes the exact
+signals of the CLI's hooks and of OSC 9 notifications in its output (``osc9``), as evidence the
+screen's verdicts are weighed against (``verdicts``). In ``stream`` mode it runs one headless
+provider process per turn (``turns``). Either
 way, what must not be lost goes through the on-disk outbox, so a node that is away for a while
 finds it all, in order, when it returns. It runs in its own session and process group, outlives
 the node daemon and re-registers when the broker is back.
@@ -39,15 +42,18 @@ from roost.actors.supervisor.classifying import ScreenClassifier
 from roost.actors.supervisor.delivery import Deliverer
 from roost.actors.supervisor.fanout import Fanout
 from roost.actors.supervisor.keyboard import Keyboard
+from roost.actors.supervisor.osc9 import Osc9Scanner, meaning, rules
 from roost.actors.supervisor.outbox import Outbox
 from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.actors.supervisor.pty_backend import ExitStatus
+from roost.actors.supervisor.signals import SignalChannel, socket_path
 from roost.actors.supervisor.terminal import Terminal, Transcript
 from roost.actors.supervisor.turns import TurnRunner
 from roost.actors.supervisor.usage import UsageWatch
 from roost.adapters.limits import screen_digest
 from roost.wire import fields as f
 from roost.wire import protocol as p
+from roost.wire import signals as ws
 from roost.wire.errors import RoostError
 from roost.wire.messages import LaunchSpec, OutboxEntry
 from roost.wire.signals import Signal
@@ -88,6 +94,12 @@ class Supervisor:
         self.classifier = ScreenClassifier(self)
         self.keyboard = Keyboard(self)
         self.usage = UsageWatch(self)
+        self.channel = SignalChannel(self.record_id, self.generation, socket_path(spec))
+        for kind in ("session", "turn-start", "turn-end", "attention", "session-end"):
+            self.channel.handlers[kind] = self.classifier.signal
+        self.channel.handlers["usage"] = self.on_usage
+        self._osc9_rules = rules(spec.get("osc9"))
+        self._osc9 = Osc9Scanner()
         handlers = {
             **self.keyboard.handlers(),
             "session.resize": self.on_resize,
@@ -120,6 +132,9 @@ class Supervisor:
             self.turns.on_end = self.usage.soon
             self.turns.prefetch()
             return
+        self.channel.open()  # before the agent: its hooks may signal as it starts
+        env = {k: v for k, v in self.spec["env"].items() if k not in ws.ENV_NAMES}
+        self.spec["env"] = {**env, **self.channel.env()}
         self.agent = PtyAgent(self.spec, self._on_output, self._on_exit)
         self.agent.on_drained = self.keyboard.update_gate
         self.agent.launch()
@@ -134,7 +149,30 @@ class Supervisor:
         self.term.feed(data)
         self.fanout.push(offset, data)
         self.classifier.changed()
+        if self._osc9_rules:
+            for text, end in self._osc9.feed(data):
+                self._notified(text, offset + len(data) - (self._osc9.fed - end))
         self.keyboard.update_gate()  # the terminal's mode may have changed with it (line_max)
+
+    def _notified(self, text: str, at: int) -> None:
+        """An OSC 9 notification ending at transcript offset ``at``: a signal, when the
+        provider's rules give it a meaning (the offset is its ``seq``)."""
+        found = meaning(text, self._osc9_rules)
+        if found is None:
+            return
+        kind, data = found
+        sig: ws.Signal = {
+            "v": ws.VERSION,
+            "record": self.record_id,
+            "generation": self.generation,
+            "seq": at,
+            "source": "osc9",
+            "kind": kind,
+            "at": time.time(),
+            "data": data,
+            "event": text[:64],
+        }
+        self.channel.inject(sig)
 
     def _publish(self, offset: int, data: bytes) -> None:
         if self.peer.registered.is_set():
@@ -227,18 +265,32 @@ class Supervisor:
             return None
         return probe.sample(self.agent.pid, self.agent.pty.fd).to_wire()
 
-    def classified(self, result: dict[str, Any], screen: str | None = None) -> None:
-        """The adapter's verdict on the screen; a change is reported to the node, with the
+    def classified(
+        self,
+        result: dict[str, Any],
+        *,
+        via: str = "screen",
+        ended: int = 0,
+        screen: str | None = None,
+    ) -> None:
+        """The adapter's verdict on the screen, ``via`` the evidence it stands on, and the
+        turns it ends (``verdicts``). A change of the verdict, or of ``via`` to a signal, is
+        reported to the node, and each turn's end once (``turn_end`` in the map), with the
         digest of the screen it read (the node's usage-limit policy compares it)."""
-        if result != self.classification:
-            self.classification = result
+        before = self.classification
+        verdict = {**result, "via": via}
+        self.classification = verdict
+        changed = _core(result) != _core(before)
+        if changed:
             self.keyboard.update_gate()  # closed before anyone can see a login screen's verdict
-            body: dict[str, Any] = {"classification": result}
+        reports = max(ended, int(changed or (via != "screen" and via != before.get("via"))))
+        for n in range(reports):
+            body: dict[str, Any] = {"classification": {**verdict, "turn_end": n < ended}}
             if screen is not None:
                 body["screen"] = self.classified_screen = screen_digest(screen)
             self.report("node.session.classified", body)
-            if result.get("state") != "busy":  # a turn ended, or a question: the files have it
-                self.usage.soon()
+        if (changed or ended) and result.get("state") != "busy":  # a turn ended, or a
+            self.usage.soon()  # question: the CLI's files have its figures
 
     def on_usage(self, signal: Signal) -> None:
         """A ``usage`` signal (the signal channel's handler for that kind): claude's
@@ -394,6 +446,7 @@ async def serve(spec: LaunchSpec, stop: asyncio.Event) -> None:
     await supervisor.shutdown(grace=2.0)
     supervisor.classifier.close()
     supervisor.usage.close()
+    supervisor.channel.close()
     supervisor.fanout.close()
     await tasks.cancel()
     supervisor.transcript.close()
@@ -401,6 +454,11 @@ async def serve(spec: LaunchSpec, stop: asyncio.Event) -> None:
     ctx.destroy(0)
     if tasks.failure is not None:
         raise tasks.failure  # run_until_stopped: exit status CRASHED
+
+
+def _core(classification: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """What a verdict says of the screen (not the evidence it stands on)."""
+    return classification.get("state"), classification.get("reason"), classification.get("detail")
 
 
 def main() -> None:

@@ -20,22 +20,24 @@ again, for an adapter that also reads the provider's files (codex's rollout).
 A call that fails (the adapter host slow, restarting or away) is tried again, backing off: a
 screen waiting for a human never changes again, so without the retry its verdict would never come.
 
-A verdict is reported to the node when it changes, and the first verdict of a round that began
-after a prompt was typed is reported even when it is the one before (``prompted``): an agent that
-answers before its screen is ever seen busy (the echo agent) still shows its turn's end (the
-node's ``turn-end`` notification).
+Each verdict goes to ``verdicts.Verdicts``, which weighs it against the signals taken since and
+keeps the turns' starts and ends; the supervisor reports a verdict when it changes, and once for
+each turn it ends. A signal (``signalled``) asks for a round at once: no settle wait, and the
+adapter is asked even about a screen it answered (the provider's files may have moved on).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import structlog
 
 from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor.host import Session
-from roost.adapters.limits import screen_digest
+from roost.actors.supervisor.verdicts import Verdicts
+from roost.wire import signals as ws
 from roost.wire.errors import RoostError
 
 log = structlog.get_logger("roost.classifying")
@@ -71,29 +73,59 @@ class ScreenClassifier:
         self._round_at = float("-inf")  # and of the last round's start
         self._answered: dict[str, Any] | None = None  # the request of the last verdict
         self._answered_at = 0.0
+        self._verdict: dict[str, Any] | None = None  # and that verdict
         self._task: asyncio.Task[None] | None = None
         self.rounds = 0  # rounds begun
-        self._prompted: int | None = None  # rounds begun when a prompt was last typed
+        self._output = False  # the screen changed since the last round began
+        self._urgent = False  # a signal asked for a round: no settle wait, no reuse
+        self._wake = asyncio.Event()
+        self._timers: set[asyncio.TimerHandle] = set()
+        self.verdicts = Verdicts(sup, self.signalled)
 
     def prompted(self) -> None:
-        """A prompt was typed: the verdict of the next round to begin is reported, changed or
-        not."""
-        self._prompted = self.rounds
+        """A prompt was typed: a turn begins (``verdicts``)."""
+        self.verdicts.prompted(self.rounds)
         self.changed()
+
+    def signal(self, sig: ws.Signal) -> None:
+        """A signal taken from the channel (the handler of its kinds the screen can bear out)."""
+        self.verdicts.signal(sig, self.rounds)
 
     def changed(self) -> None:
         """The screen changed: classify it (now, or after the round in progress)."""
-        self.unclassified = True
+        self._output = True
         loop = asyncio.get_running_loop()
         now = loop.time()
         if now - self._changed_at >= SETTLE_S:
             self._resumed_at = now
         self._changed_at = now
+        self._start()
+
+    def signalled(self, delay: float = 0.0) -> None:
+        """A round without the settle wait: now, or ``delay`` seconds from now."""
+        if delay > 0:
+            loop = asyncio.get_running_loop()
+            handle = loop.call_later(delay, self._fire)
+            self._timers.add(handle)
+            return
+        self._urgent = True
+        self._wake.set()
+        self._start()
+
+    def _fire(self) -> None:
+        now = asyncio.get_running_loop().time()
+        self._timers = {t for t in self._timers if t.when() > now}
+        self.signalled()
+
+    def _start(self) -> None:
+        self.unclassified = True
         if self._task is None or self._task.done():
-            self._task = loop.create_task(self._rounds())
+            self._task = asyncio.get_running_loop().create_task(self._rounds())
             self._task.add_done_callback(logged_crash)
 
     def close(self) -> None:
+        for handle in self._timers:
+            handle.cancel()
         if self._task is not None:
             self._task.cancel()
 
@@ -105,12 +137,15 @@ class ScreenClassifier:
             await self._quiet_or(due)
             started = self._round_at = loop.time()
             self.rounds += 1
-            number = self.rounds
+            number, urgent, output = self.rounds, self._urgent, self._output
+            self._urgent = self._output = False
             due = started + FLOWING_S
             self.unclassified = False  # from here on, new output means another round
             request = self._request()
-            if started - self._answered_at < REUSE_S and same_request(self._answered, request):
+            reuse = started - self._answered_at < REUSE_S and not urgent
+            if reuse and self._verdict is not None and same_request(self._answered, request):
                 self.skipped += 1
+                self._judge(self._verdict, number, output, started, request["screen"])
                 continue
             try:
                 result = await self._call(request)
@@ -124,24 +159,29 @@ class ScreenClassifier:
                 retry, due = min(retry * 2, RETRY_S[1]), loop.time()
                 continue
             retry, self.failures = RETRY_S[0], 0
-            self._answered, self._answered_at = request, started
-            if self._prompted is not None and number > self._prompted:
-                self._prompted = None
-                if result == self.sup.classification:  # else classified reports the change
-                    self.sup.report(
-                        "node.session.classified",
-                        {"classification": result, "screen": screen_digest(request["screen"])},
-                    )
-            self.sup.classified(result, request["screen"])
+            self._answered, self._answered_at, self._verdict = request, started, result
+            self._judge(result, number, output, started, request["screen"])
             if self.sup.identity is None:
                 await self.sup.checks.discover()
 
+    def _judge(
+        self, result: dict[str, Any], number: int, output: bool, started: float, screen: str
+    ) -> None:
+        quiet_s = started - self._changed_at
+        self.verdicts.take(result, number, output, quiet_s, started, screen=screen)
+
     async def _quiet_or(self, due: float) -> None:
         """Wait until ``due``, or less: until the output has been quiet for ``SETTLE_S``, or
-        ``SETTLE_S`` after it began again, after a quiet spell, since the last round began."""
+        ``SETTLE_S`` after it began again, after a quiet spell, since the last round began; a
+        signal ends the wait at once."""
         loop = asyncio.get_running_loop()
-        while (wake := min(due, self._changed_at + SETTLE_S, self._resumed())) > loop.time():
-            await asyncio.sleep(wake - loop.time())
+        while (
+            not self._urgent
+            and (wake := min(due, self._changed_at + SETTLE_S, self._resumed())) > loop.time()
+        ):
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wake - loop.time())
 
     def _resumed(self) -> float:
         """When output that began after a quiet spell is due a round: ``SETTLE_S`` after it

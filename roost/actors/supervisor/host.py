@@ -60,7 +60,17 @@ class Session(Protocol):
 
     def evidence(self) -> dict[str, Any] | None: ...
 
-    def classified(self, result: dict[str, Any], screen: str | None = None) -> None: ...
+    def classified(
+        self,
+        result: dict[str, Any],
+        *,
+        via: str = "screen",
+        ended: int = 0,
+        screen: str | None = None,
+    ) -> None:
+        """The adapter's verdict, the evidence it stands on, the turns it ends, and the screen
+        it read."""
+        ...
 
     def prompted(self) -> None:
         """A prompt was typed (its screen's next verdict is reported, changed or not)."""
