@@ -19,11 +19,13 @@ What needs a human is reported, never answered.
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from pathlib import PurePath
 from typing import Any
 
+from roost import hooks
 from roost.adapters import stream_json
 from roost.adapters.base import (
     ATTENTION,
@@ -43,7 +45,10 @@ from roost.adapters.evidence import SHELLS, Evidence, ProcessInfo
 from roost.wire.errors import RoostError
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
-HINT = re.compile(r"^claude --resume ([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12})$")
+# The exit hint; claude 2.1.332 repeats a short enough ``--settings FILE`` before ``--resume``.
+HINT = re.compile(
+    r"^claude (?:--settings \S+ )?--resume ([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12})$"
+)
 NO_CONVERSATION = re.compile(r"No conversation found with session ID")
 PROMPT = "\N{HEAVY RIGHT-POINTING ANGLE QUOTATION MARK ORNAMENT}"
 RULE = re.compile(r"^─{8,}$")
@@ -131,14 +136,12 @@ class ClaudeAdapter(Adapter):
     def fresh(self, ctx: LaunchContext) -> Launch:
         # a stream-mode record runs no process between turns: the supervisor only uses ``turn``
         session_id = str(uuid.uuid4())
-        argv = [self._bin(ctx), "--session-id", session_id]
-        return Launch(argv=argv, provider_session=session_id)
+        return with_hooks(Launch([self._bin(ctx), "--session-id", session_id], {}, session_id), ctx)
 
     def resume(self, provider_session: str, ctx: LaunchContext) -> Launch:
         _check_id(provider_session, "resume")
-        return Launch(
-            argv=[self._bin(ctx), "--resume", provider_session], provider_session=provider_session
-        )
+        launch = Launch([self._bin(ctx), "--resume", provider_session], {}, provider_session)
+        return with_hooks(launch, ctx)
 
     def turn(
         self, provider_session: str | None, text: str, ctx: LaunchContext, *, first: bool
@@ -189,6 +192,61 @@ class ClaudeAdapter(Adapter):
             return "unknown", how
         method = doc.get("authMethod") if isinstance(doc.get("authMethod"), str) else "?"
         return ("logged-in", f"{how}: {method}") if doc.get("loggedIn") else ("logged-out", how)
+
+
+# -- hooks ---------------------------------------------------------------------------------------
+
+SETTINGS_FILE = "claude-settings.json"  # in the record's session directory
+
+
+def with_hooks(launch: Launch, ctx: LaunchContext) -> Launch:
+    """``launch`` with ``--settings`` naming the record's own settings file (in ``files``, for
+    the node to write): observer-only hooks that run ``roost signal claude``. Only for a pty
+    session whose session directory is known; never the user's ``settings.json``, whose hooks
+    claude runs beside these (its ``--settings`` hooks are merged with the user's)."""
+    if ctx.mode != "pty" or not ctx.session_dir:
+        return launch
+    path = str(PurePath(ctx.session_dir) / SETTINGS_FILE)
+    settings = json.dumps(hook_settings(ctx), indent=1)
+    argv = [launch.argv[0], "--settings", path, *launch.argv[1:]]
+    return Launch(argv, launch.env, launch.provider_session, {SETTINGS_FILE: settings})
+
+
+def hook_settings(ctx: LaunchContext) -> dict[str, Any]:
+    """The per-record settings: a command hook per event of ``hooks.CLAUDE_EVENTS``, and the
+    status line (claude's only report of cost and tokens in a live session) unless the user
+    has one of their own: a ``statusLine`` in ``--settings`` replaces theirs, so theirs is kept
+    and the status line's usage is not sent."""
+    command = hooks.hook_command("claude")
+    each = {"type": "command", "command": command, "timeout": hooks.HOOK_TIMEOUT_S}
+    settings: dict[str, Any] = {
+        "hooks": {event: [{"hooks": [each]}] for event in hooks.CLAUDE_EVENTS}
+    }
+    if not users_status_line(ctx):
+        line = hooks.hook_command("claude-statusline")
+        settings["statusLine"] = {"type": "command", "command": line, "padding": 0}
+    return settings
+
+
+def users_status_line(ctx: LaunchContext) -> bool:
+    """Does a settings file of the user's (``CLAUDE_CONFIG_DIR``'s or the project's) set a
+    ``statusLine``? One that cannot be read sets none."""
+    env = {**os.environ, **ctx.env}
+    home = env.get("CLAUDE_CONFIG_DIR") or os.path.join(env.get("HOME") or "~", ".claude")
+    project = os.path.join(ctx.cwd, ".claude")
+    for path in (
+        os.path.join(os.path.expanduser(home), "settings.json"),
+        os.path.join(project, "settings.json"),
+        os.path.join(project, "settings.local.json"),
+    ):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("statusLine"):
+            return True
+    return False
 
 
 def _check_id(value: str, name: str) -> None:

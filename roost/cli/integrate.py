@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -21,30 +20,23 @@ from typing import Any
 
 import click
 
-from roost.cli import hook
+from roost import hooks as hook
 from roost.cli.context import Ctx, reader
 from roost.cli.output import emit_json
-from roost.interpreter import python_module
 from roost.wire.errors import RoostError
 
 BEGIN = "# >>> roost signal hooks: `roost integrate kimi --remove` takes this block out >>>"
 END = "# <<< roost signal hooks <<<"
-HOOK_TIMEOUT_S = 10  # kimi's own default is 30; roost's hook sends one datagram and exits
-
-
-def hook_command(source: str) -> str:
-    """The shell command a CLI's hook runs: this interpreter, never a ``roost`` on PATH."""
-    return shlex.join(python_module("roost", "signal", source))
 
 
 def kimi_block() -> str:
     """The block ``roost integrate kimi`` appends: a newline (ending a last line that had none,
     so removing it is exact), the begin marker, one ``[[hooks]]`` table per event, the end."""
-    command = json.dumps(hook_command("kimi"))  # a JSON string is a TOML basic string
+    command = json.dumps(hook.hook_command("kimi"))  # a JSON string is a TOML basic string
     lines = ["", BEGIN]
     for event in hook.KIMI_EVENTS:
         lines += ["[[hooks]]", f'event = "{event}"', f"command = {command}"]
-        lines += [f"timeout = {HOOK_TIMEOUT_S}", ""]
+        lines += [f"timeout = {hook.HOOK_TIMEOUT_S}", ""]
     return "\n".join([*lines[:-1], END, ""])
 
 
@@ -99,10 +91,8 @@ def _check_toml(text: str) -> None:
 
 def kimi_config(env: dict[str, str]) -> Path:
     """kimi's config.toml: under ``KIMI_CODE_HOME``, else ``~/.kimi-code``."""
-    from roost.adapters.kimi import KimiAdapter
-
-    cli = KimiAdapter.cli
-    return Path(env.get(cli.home_env) or Path.home() / cli.home_dir) / "config.toml"
+    home_env, home_dir = hook.KIMI_HOME
+    return Path(env.get(home_env) or Path.home() / home_dir) / "config.toml"
 
 
 def write_same_mode(path: Path, text: str) -> None:

@@ -173,3 +173,4 @@ class TurnPlan(TypedDict, total=False):
     submit_delay_s: float
     turn_silence_s: float | None
     turn_deadline_s: float | None
+    files: dict[str, str]  # name -> text, written into the record's session directory first

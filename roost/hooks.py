@@ -1,4 +1,9 @@
-"""``roost signal SOURCE``: one hook of an agent CLI, sent as one signal to its session's channel.
+"""The hooks roost gives agent CLIs, and ``roost signal SOURCE``, the command they run.
+
+Which hook events each CLI is given (``CLAUDE_EVENTS``, ``KIMI_EVENTS``) and the command line
+that runs for each (``hook_command``) live here, beside what each event becomes, so the claude
+adapter (its per-record settings file) and ``roost integrate kimi`` (kimi's config block) write
+exactly the events this module maps.
 
 An agent CLI runs this as a hook command, with the hook's JSON document on stdin: claude's
 per-record ``--settings`` hooks (``claude``) and its status line (``claude-statusline``), kimi's
@@ -14,9 +19,9 @@ conversation for some events and blocks on exit code 2, kimi blocks on exit code
 never answers anything. The one exception is the status line, whose stdout claude shows in its
 footer: ``claude-statusline`` prints one short line (the model and the cost so far).
 
-It starts as fast as Python can: the entry point (``roost.cli.quick.main``) hands it the command
-line before click or anything else is imported, and it imports only ``json``, ``_socket`` and
-the signal format.
+``roost signal`` starts as fast as Python can: the entry point (``roost.cli.quick.main``) hands
+it the command line before click or anything else is imported, and it imports only ``json``,
+``_socket`` and the signal format.
 """
 
 from __future__ import annotations
@@ -65,6 +70,20 @@ KIMI_EVENTS = (
     "Interrupt",
     "SessionEnd",
 )
+KIMI_HOME = ("KIMI_CODE_HOME", ".kimi-code")  # kimi's home: the variable, else under ~
+HOOK_TIMEOUT_S = 10  # what a CLI waits for a hook at most; this one sends a datagram and exits
+
+
+def hook_command(source: str) -> str:
+    """The shell command line of ``roost signal SOURCE`` in this interpreter (``-P -m``: never
+    a ``roost`` on PATH, nor one in the agent's working directory)."""
+    import shlex
+
+    from roost.interpreter import python_module
+
+    return shlex.join(python_module("roost", "signal", source))
+
+
 # claude's Notification types that mean a person is needed, as attention reasons. Its
 # ``idle_prompt`` is an idle input box (ready, not attention) and is not sent.
 CLAUDE_NOTICES = {"permission_prompt": "permission", "elicitation_dialog": "question"}
