@@ -21,7 +21,9 @@ footer: ``claude-statusline`` prints one short line (the model and the cost so f
 
 ``roost signal`` starts as fast as Python can: the entry point (``roost.cli.quick.main``) hands
 it the command line before click or anything else is imported, and it imports only ``json``,
-``_socket`` and the signal format.
+``_socket`` and the pure-Python msgpack encoder of ``roost ls``'s fast path. It writes the
+datagram of ``roost.wire.signals`` itself (``encode``): that module's import (typing and msgpack)
+would take as long again as the rest of this start, and a test holds the two byte for byte.
 """
 
 from __future__ import annotations
@@ -39,6 +41,14 @@ if TYPE_CHECKING:
 
     Mapped = tuple[SignalKind, dict[str, Any]]  # a signal's kind and data
 
+# roost.wire.signals' names and limits (tests/unit/test_hooks.py holds them equal)
+ENV_SOCKET, ENV_RECORD, ENV_GENERATION = (
+    "ROOST_SIGNAL_SOCKET",
+    "ROOST_SIGNAL_RECORD",
+    "ROOST_SIGNAL_GENERATION",
+)
+ENV_NAMES = (ENV_SOCKET, ENV_RECORD, ENV_GENERATION)
+VERSION, MAX_DATAGRAM, MAX_TEXT = 1, 8192, 512
 MAX_STDIN = 1 << 20  # a hook document larger than this is cut (and then is not JSON: dropped)
 
 # ``roost signal``'s SOURCE: the signal's ``source``.
@@ -194,8 +204,6 @@ def signal_of(
 ) -> Signal | None:
     """The signal a hook document gives, addressed from ``env``; None when ``env`` names no
     channel, or the event is not one roost uses."""
-    from roost.wire.signals import ENV_GENERATION, ENV_RECORD, ENV_SOCKET, VERSION
-
     record, generation = env.get(ENV_RECORD), env.get(ENV_GENERATION) or ""
     if not env.get(ENV_SOCKET) or not record or not generation.isdecimal():
         return None
@@ -221,6 +229,29 @@ def signal_of(
     return signal
 
 
+def _trim(value: Any) -> Any:
+    if isinstance(value, str):
+        return value[:MAX_TEXT]
+    if isinstance(value, dict):
+        return {str(k)[:64]: _trim(v) for k, v in list(value.items())[:32]}
+    if isinstance(value, list | tuple):
+        return [_trim(v) for v in list(value)[:32]]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return str(value)[:MAX_TEXT]
+
+
+def encode(signal: Signal) -> bytes:
+    """``roost.wire.signals.encode``'s datagram, byte for byte, without msgpack's import."""
+    from roost.client.fast.tinypack import packb
+
+    sig: dict[str, Any] = {**signal, "data": _trim(signal["data"])}
+    if "event" in sig:
+        sig["event"] = str(sig["event"])[:64]
+    raw = packb(sig)
+    return packb({**sig, "data": {}}) if len(raw) > MAX_DATAGRAM else raw
+
+
 def send(path: str, raw: bytes) -> bool:
     """One datagram to ``path``, never waiting: False when it could not go at once (no socket
     there, nobody bound to it, its queue full)."""
@@ -240,8 +271,6 @@ def send(path: str, raw: bytes) -> bool:
 def run(source: str, stdin: bytes, env: Mapping[str, str]) -> tuple[Signal | None, str]:
     """What one hook run sends, and what it prints (the status line only): nothing unless
     ``env`` names a channel; raises nothing it can catch."""
-    from roost.wire.signals import ENV_NAMES
-
     if source not in SOURCES or not all(env.get(name) for name in ENV_NAMES):
         return None, ""
     seq = time.monotonic_ns()
@@ -253,8 +282,6 @@ def run(source: str, stdin: bytes, env: Mapping[str, str]) -> tuple[Signal | Non
             return None, ""
         signal = signal_of(source, doc, env, seq)
         if signal is not None:
-            from roost.wire.signals import ENV_SOCKET, encode
-
             send(env[ENV_SOCKET], encode(signal))
         return signal, status_text(doc) if source == "claude-statusline" else ""
     except Exception:  # a hook never fails the CLI that runs it: garbage in, nothing out

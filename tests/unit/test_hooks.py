@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from roost import hooks
-from roost.wire.signals import ENV_GENERATION, ENV_RECORD, ENV_SOCKET, decode
+from roost.wire import signals
+from roost.wire.signals import ENV_GENERATION, ENV_RECORD, ENV_SOCKET, Signal, decode
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hooks"
 
@@ -239,3 +240,54 @@ def test_the_hook_command_runs_this_interpreter_without_path() -> None:
     command = hooks.hook_command("kimi")
     assert command.split()[:3] == [sys.executable, "-P", "-m"]
     assert command.endswith(" roost signal kimi")
+
+
+# -- the datagram, written without roost.wire.signals' import ------------------------------------
+
+
+def test_the_format_s_names_and_limits_are_the_wire_s() -> None:
+    assert hooks.ENV_NAMES == signals.ENV_NAMES
+    assert (hooks.VERSION, hooks.MAX_DATAGRAM, hooks.MAX_TEXT) == (
+        signals.VERSION,
+        signals.MAX_DATAGRAM,
+        signals.MAX_TEXT,
+    )
+    assert set(hooks.SOURCES.values()) <= set(signals.SOURCES)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {},
+        {"status": "ok", "provider_session": "s"},
+        {"message": "é" * 2000, "n": -(2**40), "f": 0.1, "b": True, "none": None},
+        {"nested": {"k" * 100: [1, "x" * 600, {"deep": (1, 2)}], "l": list(range(50))}},
+        {f"key{i}": "v" * 500 for i in range(40)},  # too big for one datagram: data dropped
+        {"odd": object.__name__, "bytes-like": 3.5e300},
+    ],
+)
+def test_a_hook_s_datagram_is_the_wire_s_byte_for_byte(data: dict[str, Any]) -> None:
+    sig: Signal = {
+        "v": 1,
+        "record": "r0123456789",
+        "generation": 2,
+        "seq": 123456789012345,
+        "source": "kimi-hook",
+        "kind": "attention",
+        "at": 1796323562.68,
+        "data": data,
+        "event": "PermissionRequest" * 10,
+    }
+    raw = hooks.encode(sig)
+    assert raw == signals.encode(sig)
+    assert decode(raw)["record"] == "r0123456789"
+
+
+def test_a_hook_imports_neither_click_nor_msgpack_nor_typing(tmp_path: Path) -> None:
+    raw = (FIXTURES / "claude" / "Stop.json").read_bytes()
+    argv = [sys.executable, "-X", "importtime", "-P", "-m", "roost", "signal", "claude"]
+    env = {"PATH": os.environ.get("PATH", ""), **env_for(tmp_path / "none.sock")}
+    done = subprocess.run(argv, input=raw, env=env, capture_output=True, timeout=30)
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines()}
+    assert "roost.hooks" in loaded and "json" in loaded  # the check reads the right list
+    assert not loaded & {"click", "msgpack", "typing", "zmq", "roost.wire.signals", "socket"}
