@@ -20,7 +20,8 @@ from typing import Any
 
 import click
 
-from roost import hooks as hook
+from roost import hooks
+from roost.cli import hook
 from roost.cli.context import Ctx, reader
 from roost.cli.output import emit_json
 from roost.wire.errors import RoostError
@@ -32,11 +33,11 @@ END = "# <<< roost signal hooks <<<"
 def kimi_block() -> str:
     """The block ``roost integrate kimi`` appends: a newline (ending a last line that had none,
     so removing it is exact), the begin marker, one ``[[hooks]]`` table per event, the end."""
-    command = json.dumps(hook.hook_command("kimi"))  # a JSON string is a TOML basic string
+    command = json.dumps(hooks.hook_command("kimi"))  # a JSON string is a TOML basic string
     lines = ["", BEGIN]
-    for event in hook.KIMI_EVENTS:
+    for event in hooks.KIMI_EVENTS:
         lines += ["[[hooks]]", f'event = "{event}"', f"command = {command}"]
-        lines += [f"timeout = {hook.HOOK_TIMEOUT_S}", ""]
+        lines += [f"timeout = {hooks.HOOK_TIMEOUT_S}", ""]
     return "\n".join([*lines[:-1], END, ""])
 
 
@@ -91,7 +92,7 @@ def _check_toml(text: str) -> None:
 
 def kimi_config(env: dict[str, str]) -> Path:
     """kimi's config.toml: under ``KIMI_CODE_HOME``, else ``~/.kimi-code``."""
-    home_env, home_dir = hook.KIMI_HOME
+    home_env, home_dir = hooks.KIMI_HOME
     return Path(env.get(home_env) or Path.home() / home_dir) / "config.toml"
 
 
@@ -127,7 +128,7 @@ def integrate_kimi(path: Path, *, remove: bool) -> dict[str, Any]:
         "path": str(path),
         "installed": not remove,
         "changed": after != before,
-        "events": [] if remove else list(hook.KIMI_EVENTS),
+        "events": [] if remove else list(hooks.KIMI_EVENTS),
     }
 
 

@@ -527,7 +527,7 @@ def _write(out: str, err: list[str]) -> None:
 def main() -> None:
     argv = sys.argv[1:]
     if len(argv) == 2 and argv[0] == "signal" and not argv[1].startswith("-"):
-        from roost.hooks import main as hook  # an agent's hook: before anything else loads
+        from roost.cli.hook import main as hook  # an agent's hook: before anything else loads
 
         hook(argv[1:])
     if not quick(argv):

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from roost import hooks
+from roost.cli import hook as sender
 from roost.wire import signals
 from roost.wire.signals import ENV_GENERATION, ENV_RECORD, ENV_SOCKET, Signal, decode
 
@@ -73,7 +74,7 @@ def test_each_claude_hook_document_is_its_signal(event: str) -> None:
     doc = fixture(f"claude/{event}")
     assert doc["hook_event_name"] == event
     kind, data = CLAUDE[event]
-    assert hooks.claude_signal(doc) == (kind, {"provider_session": doc["session_id"], **data})
+    assert sender.claude_signal(doc) == (kind, {"provider_session": doc["session_id"], **data})
 
 
 @pytest.mark.parametrize("event", sorted(KIMI))
@@ -81,7 +82,7 @@ def test_each_kimi_hook_document_is_its_signal(event: str) -> None:
     doc = fixture(f"kimi/{event}")
     assert doc["hook_event_name"] == event
     kind, data = KIMI[event]
-    assert hooks.kimi_signal(doc) == (kind, {"provider_session": doc["session_id"], **data})
+    assert sender.kimi_signal(doc) == (kind, {"provider_session": doc["session_id"], **data})
 
 
 def test_the_events_each_cli_is_given_are_the_events_mapped() -> None:
@@ -91,15 +92,15 @@ def test_the_events_each_cli_is_given_are_the_events_mapped() -> None:
 
 def test_events_roost_does_not_use_give_no_signal() -> None:
     idle = {**fixture("claude/Notification"), "notification_type": "idle_prompt"}
-    assert hooks.claude_signal(idle) is None  # an idle input box is ready, not attention
-    assert hooks.claude_signal({"hook_event_name": "PreToolUse"}) is None
-    assert hooks.kimi_signal({"hook_event_name": "SessionHeartbeat"}) is None
-    assert hooks.claude_signal({}) is None
+    assert sender.claude_signal(idle) is None  # an idle input box is ready, not attention
+    assert sender.claude_signal({"hook_event_name": "PreToolUse"}) is None
+    assert sender.kimi_signal({"hook_event_name": "SessionHeartbeat"}) is None
+    assert sender.claude_signal({}) is None
 
 
 def test_the_status_line_is_usage_and_one_short_line() -> None:
     doc = fixture("claude-statusline")
-    kind, data = hooks.statusline_usage(doc)
+    kind, data = sender.statusline_usage(doc)
     window, cost = doc["context_window"], doc["cost"]
     assert kind == "usage"
     assert data == {
@@ -111,22 +112,22 @@ def test_the_status_line_is_usage_and_one_short_line() -> None:
         "cost_usd": cost["total_cost_usd"],
     }
     assert data["input_tokens"] > 0 and data["cost_usd"] > 0  # a turn had run
-    assert hooks.status_text(doc) == f"Opus 5.5 · ${cost['total_cost_usd']:.2f}"
-    assert hooks.statusline_usage({}) == ("usage", {})  # nothing known: nothing said
-    assert hooks.status_text({"model": "x\ny"}) == ""
+    assert sender.status_text(doc) == f"Opus 5.5 · ${cost['total_cost_usd']:.2f}"
+    assert sender.statusline_usage({}) == ("usage", {})  # nothing known: nothing said
+    assert sender.status_text({"model": "x\ny"}) == ""
 
 
 def test_a_signal_is_addressed_from_the_environment(tmp_path: Path) -> None:
     doc = fixture("claude/Stop")
-    sig = hooks.signal_of("claude", doc, env_for(tmp_path / "s"), seq=7)
+    sig = sender.signal_of("claude", doc, env_for(tmp_path / "s"), seq=7)
     assert sig is not None
     assert (sig["record"], sig["generation"], sig["seq"]) == ("r0123456789", 4, 7)
     assert (sig["source"], sig["kind"], sig["event"]) == ("claude-hook", "turn-end", "Stop")
     line = fixture("claude-statusline")
-    status = hooks.signal_of("claude-statusline", line, env_for(tmp_path), 1)
+    status = sender.signal_of("claude-statusline", line, env_for(tmp_path), 1)
     assert status is not None and status["event"] == "statusLine"
     assert status["source"] == "claude-statusline"
-    assert hooks.signal_of("claude", doc, env_for(tmp_path, generation="x"), 1) is None
+    assert sender.signal_of("claude", doc, env_for(tmp_path, generation="x"), 1) is None
 
 
 # -- the sender, as a hook runs it -----------------------------------------------------------------
@@ -231,7 +232,7 @@ def test_a_full_socket_drops_the_signal_at_once(channel: tuple[socket.socket, Pa
             sent += 1
     assert sent > 0
     raw = (FIXTURES / "claude" / "Stop.json").read_bytes()
-    assert hooks.send(str(path), b"one more") is False
+    assert sender.send(str(path), b"one more") is False
     done = hook("claude", raw, env_for(path))
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
 
@@ -246,13 +247,13 @@ def test_the_hook_command_runs_this_interpreter_without_path() -> None:
 
 
 def test_the_format_s_names_and_limits_are_the_wire_s() -> None:
-    assert hooks.ENV_NAMES == signals.ENV_NAMES
-    assert (hooks.VERSION, hooks.MAX_DATAGRAM, hooks.MAX_TEXT) == (
+    assert sender.ENV_NAMES == signals.ENV_NAMES
+    assert (sender.VERSION, sender.MAX_DATAGRAM, sender.MAX_TEXT) == (
         signals.VERSION,
         signals.MAX_DATAGRAM,
         signals.MAX_TEXT,
     )
-    assert set(hooks.SOURCES.values()) <= set(signals.SOURCES)
+    assert set(sender.SOURCES.values()) <= set(signals.SOURCES)
 
 
 @pytest.mark.parametrize(
@@ -278,7 +279,7 @@ def test_a_hook_s_datagram_is_the_wire_s_byte_for_byte(data: dict[str, Any]) -> 
         "data": data,
         "event": "PermissionRequest" * 10,
     }
-    raw = hooks.encode(sig)
+    raw = sender.encode(sig)
     assert raw == signals.encode(sig)
     assert decode(raw)["record"] == "r0123456789"
 
@@ -289,5 +290,21 @@ def test_a_hook_imports_neither_click_nor_msgpack_nor_typing(tmp_path: Path) -> 
     env = {"PATH": os.environ.get("PATH", ""), **env_for(tmp_path / "none.sock")}
     done = subprocess.run(argv, input=raw, env=env, capture_output=True, timeout=30)
     loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines()}
-    assert "roost.hooks" in loaded and "json" in loaded  # the check reads the right list
+    assert "roost.cli.hook" in loaded and "json" in loaded  # the check reads the right list
     assert not loaded & {"click", "msgpack", "typing", "zmq", "roost.wire.signals", "socket"}
+
+
+def test_by_hand_with_json_it_says_what_it_sent(channel: tuple[socket.socket, Path]) -> None:
+    """``--json`` goes through the click CLI (a hook's command line never carries it)."""
+    sock, path = channel
+    raw = (FIXTURES / "kimi" / "Interrupt.json").read_bytes()
+    argv = [sys.executable, "-P", "-m", "roost", "signal", "kimi", "--json"]
+    env = {**os.environ, **env_for(path)}
+    done = subprocess.run(argv, input=raw, env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert said["source"] == "kimi" and said["signal"]["data"]["status"] == "interrupted"
+    assert decode(sock.recv(65536))["seq"] == said["signal"]["seq"]
+    env = {k: v for k, v in env.items() if k not in signals.ENV_NAMES}
+    done = subprocess.run(argv, input=raw, env=env, capture_output=True, timeout=60)
+    assert json.loads(done.stdout) == {"source": "kimi", "signal": None}
