@@ -80,3 +80,4 @@ short_deadline  # a pytest fixture requested for its effect (tests/unit/test_gro
 
 # -- keys of TypedDicts: fields of a map another process reads (roost/wire/messages.py) --
 duplicate
+cost_usd  # roost/wire/usage.py: a Usage map read by the CLI and clients

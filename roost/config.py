@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roost.providers import MODES, RESTORE_POLICIES, bin_env, names
+from roost import provider_spec
+from roost.provider_spec import ProviderSpec, SpecProblem
+from roost.providers import MODES, RESTORE_POLICIES, bin_env, fixed
 from roost.wire.errors import RoostError
 
 CONFIG_ENV = "ROOST_CONFIG"
@@ -103,6 +105,15 @@ class Config:
 
     # -- values ---------------------------------------------------------------------------------
 
+    def provider_specs(self) -> dict[str, ProviderSpec]:
+        """The providers the file defines (``[providers.<name>]`` of a name roost does not
+        register itself), by name, in the file's order."""
+        tables = self._get("providers") or {}
+        return {n: provider_spec.parse(n, t) for n, t in tables.items() if n not in fixed()}
+
+    def defined_providers(self) -> tuple[str, ...]:
+        return tuple(n for n in self._get("providers") or {} if n not in fixed())
+
     def provider_env(self, provider: str) -> dict[str, str]:
         return dict(self._get("providers", provider, "env") or {})
 
@@ -119,6 +130,9 @@ class Config:
         configured = self._get("providers", provider, "bin")
         if configured:
             return os.path.expanduser(configured), self.source(f"providers.{provider}.bin")
+        command = self._get("providers", provider, "command")
+        if command and provider not in fixed():
+            return os.path.expanduser(command), self.source(f"providers.{provider}.command")
         return provider, DEFAULT
 
     def spawn_mode(self) -> tuple[str, Source]:
@@ -256,7 +270,8 @@ COMMAND_TABLE: dict[str, Checker] = {
     "shell": ("a non-empty string", _is_str),
     "timeout_s": ("a number of seconds, 0 < s <= 3600", _is_seconds),
 }
-# Every table but ``providers``, whose keys are the providers registered when a file is checked.
+# Every table but ``providers``: a table of a provider roost registers takes ``PROVIDER_TABLE``,
+# any other name defines a provider (``roost.provider_spec``).
 SCHEMA: dict[str, Checker] = {
     "spawn": (
         "a table",
@@ -298,8 +313,8 @@ SCHEMA: dict[str, Checker] = {
 
 
 def schema() -> dict[str, Checker]:
-    """``SCHEMA`` and a ``providers.<p>`` table for each provider registered now."""
-    return {"providers": ("a table", {p: ("a table", PROVIDER_TABLE) for p in names()}), **SCHEMA}
+    """``SCHEMA`` and a ``providers.<p>`` table for each provider roost registers itself."""
+    return {"providers": ("a table", {p: ("a table", PROVIDER_TABLE) for p in fixed()}), **SCHEMA}
 
 
 def _size_ok(value: Any) -> bool:
@@ -334,7 +349,18 @@ def _check(data: dict[str, Any], path: Path, lines: dict[str, int]) -> None:
             elif not rule(value):
                 raise fail(dotted, f"must be {what}")
 
-    walk(data, schema(), "")
+    providers = data.get("providers", {})
+    if not isinstance(providers, dict):
+        raise fail("providers", "must be a table")
+    known = schema()
+    walk({k: v for k, v in data.items() if k != "providers"}, known, "")
+    for name, table in providers.items():
+        try:
+            provider_spec.check_table(name, table, fixed(), tuple(PROVIDER_TABLE))
+        except SpecProblem as problem:
+            at = f"providers.{name}"
+            raise fail(f"{at}.{problem.key}" if problem.key else at, problem.problem) from None
+    walk({"providers": {p: t for p, t in providers.items() if p in fixed()}}, known, "")
 
 
 def _line(lines: dict[str, int], key: str) -> int:

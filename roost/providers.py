@@ -12,6 +12,11 @@ adapter; ``roost.adapters.registry`` imports the adapters when they are wanted.
 A vendor provider runs the CLI of its name, found on PATH, unless ``ROOST_<PROVIDER>_BIN`` (or
 ``providers.<provider>.bin`` of the configuration file) names another program; a built-in one
 runs an agent roost brings, with nothing to install or check.
+
+A provider the configuration file defines (``[providers.<name>]`` with a ``command``) runs
+through the generic adapter built from that table. Its name is known to a process once that
+process has read the file and called ``define`` (the node and the adapter host at start, the
+CLI where it offers names), so a change to such a table takes effect at the next ``node up``.
 """
 
 from __future__ import annotations
@@ -34,10 +39,31 @@ VENDORS: dict[str, str] = {
     "kimi": "roost.adapters.kimi:KimiAdapter",
 }
 
+# the adapter of every provider the configuration file defines
+GENERIC = "roost.adapters.generic:GenericAdapter"
+_defined: list[str] = []  # the providers the configuration file defines, in its order
+
+
+def define(defined: tuple[str, ...]) -> None:
+    """The providers this process's configuration file defines, replacing any named before.
+    A name of a built-in provider or a vendor is the configuration's error, checked before."""
+    _defined[:] = [p for p in defined if p not in BUILT_IN and p not in VENDORS]
+
+
+def defined() -> tuple[str, ...]:
+    """The providers the configuration file defines (as far as this process has read it)."""
+    return tuple(_defined)
+
+
+def fixed() -> tuple[str, ...]:
+    """The providers roost itself registers: the built-in ones, then the vendors."""
+    return (*BUILT_IN, *VENDORS)
+
 
 def names() -> tuple[str, ...]:
-    """Every provider: the built-in ones first, then the vendors, each in the order above."""
-    return (*BUILT_IN, *VENDORS)
+    """Every provider: the built-in ones first, then the vendors, each in the order above, then
+    those the configuration file defines."""
+    return (*BUILT_IN, *VENDORS, *_defined)
 
 
 def vendors() -> tuple[str, ...]:
@@ -52,6 +78,8 @@ def built_in() -> tuple[str, ...]:
 
 def adapter_path(provider: str) -> str:
     """``module:Class`` of ``provider``'s adapter (KeyError: not a provider)."""
+    if provider in _defined:
+        return GENERIC
     return BUILT_IN.get(provider) or VENDORS[provider]
 
 

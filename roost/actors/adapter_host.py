@@ -25,7 +25,7 @@ from roost.actors.runtime.process import (
     watch_lifeline,
 )
 from roost.adapters import doctor
-from roost.adapters.base import Adapter, Launch, LaunchContext, SessionView
+from roost.adapters.base import Adapter, Launch, LaunchContext, SessionView, verify_fork
 from roost.adapters.binary import find_program, missing
 from roost.adapters.evidence import Evidence
 from roost.adapters.registry import adapters
@@ -68,6 +68,7 @@ class AdapterActor:
             "adapter.parse": self.parse,
             "adapter.verify_resume": self.verify_resume,
             "adapter.doctor": self.doctor,
+            "adapter.usage": self.usage,
         }
         p.check_served(p.ADAPTER, handlers)  # the table of methods says what it serves
         peer.handlers.update(handlers)
@@ -100,7 +101,13 @@ class AdapterActor:
     async def launch(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         ctx, added = self._configured(body)
         resume = f.opt_str(body, "resume", max_len=256)
-        launch = self.adapter.resume(resume, ctx) if resume else self.adapter.fresh(ctx)
+        fork = f.opt_str(body, "fork", max_len=256)
+        if fork and resume:  # a fork's record resumed: its own conversation, if begun
+            launch = self.adapter.resume_fork(resume, fork, ctx)
+        elif fork:
+            launch = self.adapter.fork(fork, ctx)
+        else:
+            launch = self.adapter.resume(resume, ctx) if resume else self.adapter.fresh(ctx)
         self._check_program(launch, ctx)
         return {
             **launch.to_wire(),
@@ -171,12 +178,13 @@ class AdapterActor:
         which argument of ``argv`` the text takes (None: the plan holds only for one text)."""
         ctx, _ = self._configured(body)
         planned = body.get("text") is None
-        launch = self.adapter.turn(
-            f.opt_str(body, "provider_session", max_len=256),
-            TEXT_SLOT if planned else f.text(body, "text"),
-            ctx,
-            first=f.opt_bool(body, "first"),
-        )
+        text = TEXT_SLOT if planned else f.text(body, "text")
+        session = f.opt_str(body, "provider_session", max_len=256)
+        first, fork = f.opt_bool(body, "first"), f.opt_str(body, "fork", max_len=256)
+        if fork and first:  # a stream fork's first turn copies the source's conversation
+            launch = self.adapter.fork_turn(fork, session, text, ctx)
+        else:
+            launch = self.adapter.turn(session, text, ctx, first=first)
         if not planned:
             return launch.to_wire()
         return {**launch.to_wire(), "text_arg": text_arg(launch)}
@@ -199,6 +207,16 @@ class AdapterActor:
                 "bad-request", "field 'samples' must be a list of evidence", {"field": "samples"}
             )
         samples = [e for e in (self._evidence({"e": s}, "e") for s in raw) if e is not None]
+        fork = f.opt_str(body, "fork", max_len=256)
+        if fork:  # a fork's check: its own id may not be known yet
+            return verify_fork(
+                self.adapter,
+                f.text(body, "screen"),
+                fork,
+                f.opt_str(body, "provider_session", max_len=256),
+                samples,
+                self._launched(body),
+            ).to_wire()
         check = self.adapter.verify_resume(
             f.text(body, "screen"),
             f.req_str(body, "provider_session", max_len=256),
@@ -206,6 +224,15 @@ class AdapterActor:
             self._launched(body),
         )
         return check.to_wire()
+
+    async def usage(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        """``{provider_session, mode, cwd, env, data_dir}`` -> ``{source, totals}``: the
+        session's usage so far from the CLI's files (both None when it keeps none)."""
+        found = self.adapter.usage(
+            f.req_str(body, "provider_session", max_len=256), self._context(body)
+        )
+        source, totals = found if found is not None else (None, None)
+        return {"source": source, "totals": totals}
 
     async def doctor(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         """``roost doctor``'s findings on this provider's CLI, in this host's (the node's)
@@ -229,7 +256,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     incarnation = os.urandom(6).hex()
     cfg = host_config()
     actors = []
-    for name, adapter in adapters().items():
+    for name, adapter in adapters(cfg).items():
         peer = Peer(
             ctx,
             args.endpoint,

@@ -16,6 +16,7 @@ from roost.adapters.evidence import Evidence, stable_idle_shell
 from roost.providers import MODES, bin_env
 from roost.wire.errors import RoostError
 from roost.wire.messages import AttentionReason, ClassificationState, Mode, ResumeOutcome
+from roost.wire.usage import Usage
 
 # Screen/process classification states.
 CLASSIFICATIONS: tuple[ClassificationState, ...] = get_args(ClassificationState)
@@ -213,6 +214,27 @@ class Adapter(ABC):
     def resume(self, provider_session: str, ctx: LaunchContext) -> Launch:
         """The launch that continues ``provider_session``, in the record's original cwd."""
 
+    def fork(self, provider_session: str, ctx: LaunchContext) -> Launch:
+        """The launch of a new conversation that begins as a copy of ``provider_session``'s, by
+        the CLI's own fork, in the record's cwd; ``provider_session`` of the launch is the new
+        id when the CLI lets roost assign it, else None (discovered later). The source
+        conversation is left as it was."""
+        raise cannot_fork(self.provider)
+
+    def resume_fork(self, provider_session: str, source: str, ctx: LaunchContext) -> Launch:
+        """The resume of a record that was forked from ``source``: by default the resume of its
+        own ``provider_session``. A CLI that writes a fork's conversation only at its first
+        message (claude) forks again, under the same id, when there is none yet."""
+        return self.resume(provider_session, ctx)
+
+    def fork_turn(
+        self, source: str, provider_session: str | None, text: str, ctx: LaunchContext
+    ) -> Launch:
+        """The headless process of a stream-mode fork's first turn: ``source``'s conversation
+        copied into a new one (``provider_session``, the id to assign, or None where the CLI
+        assigns it), then ``text``."""
+        raise cannot_fork(self.provider)
+
     @abstractmethod
     def classify(
         self, screen: str, *, exited: bool, evidence: Evidence | None = None
@@ -247,9 +269,20 @@ class Adapter(ABC):
             ), {}
         return [], {}
 
+    def usage(self, provider_session: str, ctx: LaunchContext) -> tuple[str, Usage] | None:
+        """The provider session's tokens (and cost) so far, read from the CLI's own files, with
+        the name of that source (``roost.wire.usage``); None where the CLI keeps none, or where
+        a turn's own output reports them (``parse``'s fact ``usage``) in this ``ctx.mode``."""
+        return None
+
     def discover_identity(self, screen: str, ctx: LaunchContext, *, since: float) -> str | None:
         """The provider session id when it is not assigned up front: from a screen hint or the
         provider's session files (created after ``since``, for ``ctx.cwd``)."""
+        return None
+
+    def shown_session(self, screen: str) -> str | None:
+        """The provider session id the screen shows, where the CLI shows one (a fork's check
+        reads it); None by default."""
         return None
 
     def verify_resume(
@@ -276,6 +309,38 @@ class Adapter(ABC):
         if seen.state == SHELL and stable_idle_shell(samples):
             return ResumeCheck(RETRY_FRESH, "shell")
         return ResumeCheck(None)
+
+
+def verify_fork(
+    adapter: Adapter,
+    screen: str,
+    source: str,
+    provider_session: str | None,
+    samples: list[Evidence],
+    ctx: LaunchContext | None = None,
+) -> ResumeCheck:
+    """Did a fork reach its copy of ``source``'s conversation? Only once the fork's own id is
+    known (``provider_session``, learnt or assigned, else the one its screen shows), and then as
+    a resume of that id (the adapter's ``verify_resume``); undecided until then. The source's
+    own id coming back is a failure: the CLI continued the source instead of copying it."""
+    shown = adapter.shown_session(screen)
+    if source in (provider_session, shown):
+        return ResumeCheck(RESUME_FAILED, "resume-unverified", SAME_ID)
+    known = provider_session or shown
+    if known is None:
+        return ResumeCheck(None)
+    return adapter.verify_resume(screen, known, samples, ctx)
+
+
+SAME_ID = "the fork came back with the source's provider session id"
+
+
+def cannot_fork(provider: str) -> RoostError:
+    return RoostError(
+        "provider-cannot-fork",
+        f"{provider} has no fork of a conversation",
+        {"provider": provider},
+    )
 
 
 def last_line(screen: str) -> str:

@@ -22,7 +22,8 @@ import json
 import os
 import re
 import uuid
-from pathlib import PurePath
+from collections.abc import Mapping
+from pathlib import Path, PurePath
 from typing import Any
 
 from roost import hooks
@@ -42,7 +43,9 @@ from roost.adapters.base import (
     VendorCli,
 )
 from roost.adapters.evidence import SHELLS, Evidence, ProcessInfo
+from roost.adapters.usage_files import claude_totals
 from roost.wire.errors import RoostError
+from roost.wire.usage import Usage
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 # The exit hint; claude 2.1.332 repeats a short enough ``--settings FILE`` before ``--resume``.
@@ -130,6 +133,11 @@ class ClaudeAdapter(Adapter):
         login="run `claude` and /login (or `claude setup-token`), with the same CLAUDE_CONFIG_DIR",
     )
 
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        # the adapter host's environment (the node's), the base of every agent's: it supplies
+        # the CLAUDE_CONFIG_DIR and HOME a record's env does not set
+        self.environ = dict(os.environ if environ is None else environ)
+
     def _bin(self, ctx: LaunchContext) -> str:
         return self.named_program(ctx.env) or self.provider
 
@@ -142,6 +150,46 @@ class ClaudeAdapter(Adapter):
         _check_id(provider_session, "resume")
         launch = Launch([self._bin(ctx), "--resume", provider_session], {}, provider_session)
         return with_hooks(launch, ctx)
+
+    def fork(self, provider_session: str, ctx: LaunchContext) -> Launch:
+        """``--resume SRC --fork-session --session-id NEW``: claude copies the conversation into
+        a new session whose id roost assigns (``--session-id`` with ``--resume`` needs
+        ``--fork-session``); the source's file is left as it was."""
+        _check_id(provider_session, "fork")
+        new = str(uuid.uuid4())
+        argv = [self._bin(ctx), *_forked(provider_session, new)]
+        return with_hooks(Launch(argv=argv, provider_session=new), ctx)
+
+    def resume_fork(self, provider_session: str, source: str, ctx: LaunchContext) -> Launch:
+        """claude writes a fork's file only at its first message: a fork stopped before one
+        has no conversation to resume ("No conversation found"), so it forks again under the
+        same id (free, since no file has it)."""
+        _check_id(provider_session, "resume")
+        if self.transcript(provider_session, ctx) is not None:
+            return self.resume(provider_session, ctx)
+        _check_id(source, "fork")
+        argv = [self._bin(ctx), *_forked(source, provider_session)]
+        return with_hooks(Launch(argv=argv, provider_session=provider_session), ctx)
+
+    def transcript(self, provider_session: str, ctx: LaunchContext) -> Path | None:
+        """The conversation's file, ``<config dir>/projects/<escaped cwd>/<id>.jsonl``, looked up
+        under every project directory (a resume from another cwd finds it too); None when none."""
+        assert self.cli is not None
+        env = {**self.environ, **ctx.env}
+        home = env.get(self.cli.home_env)
+        if not home:
+            home = str(Path(env.get("HOME") or Path.home()) / self.cli.home_dir)
+        return next(iter(Path(home).glob(f"projects/*/{provider_session}.jsonl")), None)
+
+    def fork_turn(
+        self, source: str, provider_session: str | None, text: str, ctx: LaunchContext
+    ) -> Launch:
+        _check_id(source, "fork")
+        new = provider_session or str(uuid.uuid4())
+        _check_id(new, "provider_session")
+        argv = [self._bin(ctx), "-p", "--output-format", "stream-json", "--verbose"]
+        argv += [*_forked(source, new), "--", text]
+        return Launch(argv=argv, provider_session=new)
 
     def turn(
         self, provider_session: str | None, text: str, ctx: LaunchContext, *, first: bool
@@ -177,6 +225,18 @@ class ClaudeAdapter(Adapter):
             return Classification(SHELL, detail=f"{shell.name} (pid {shell.pid}) is in front")
         return read_screen(screen)
 
+    def usage(self, provider_session: str, ctx: LaunchContext) -> tuple[str, Usage] | None:
+        """A pty session's tokens from its transcript (a stream turn's come with its result;
+        the cost, which the transcript lacks, from the statusline)."""
+        if ctx.mode != "pty" or not is_session_id(provider_session):
+            return None
+        env = {**os.environ, **ctx.env}
+        home = Path(env.get("CLAUDE_CONFIG_DIR") or Path(env.get("HOME") or "~") / ".claude")
+        for transcript in home.expanduser().glob(f"projects/*/{provider_session}.jsonl"):
+            if (totals := claude_totals(transcript)) is not None:
+                return "files", totals
+        return None
+
     def discover_identity(self, screen: str, ctx: LaunchContext, *, since: float) -> str | None:
         """The id in the exit hint "Resume this session with: claude --resume <uuid>"."""
         found = [m.group(1) for m in map(HINT.match, _lines(screen)) if m]
@@ -192,6 +252,10 @@ class ClaudeAdapter(Adapter):
             return "unknown", how
         method = doc.get("authMethod") if isinstance(doc.get("authMethod"), str) else "?"
         return ("logged-in", f"{how}: {method}") if doc.get("loggedIn") else ("logged-out", how)
+
+
+def _forked(source: str, new: str) -> list[str]:
+    return ["--resume", source, "--fork-session", "--session-id", new]
 
 
 # -- hooks ---------------------------------------------------------------------------------------

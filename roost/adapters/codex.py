@@ -39,12 +39,16 @@ from roost.adapters.base import (
 )
 from roost.adapters.codex_rollout import UUID, find_rollout, first_thread, turn_open
 from roost.adapters.evidence import SHELLS, Evidence
+from roost.adapters.usage_files import codex_totals
+from roost.wire import usage as u
 from roost.wire.errors import RoostError
+from roost.wire.usage import Usage
 
 Event = dict[str, Any]
 
 HOME_ENV, HOME_DIR = "CODEX_HOME", ".codex"  # its home: config, login and the rollouts
 RESUME_HINT = re.compile(rf"codex resume ({UUID})")
+EXEC_FLAGS = ("--json", "--skip-git-repo-check", "--")  # "--": a prompt may start with "-"
 
 # Screens that wait for a human; they replace the composer.
 MODAL_MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -161,10 +165,21 @@ class CodexAdapter(Adapter):
         argv = [self._bin(ctx), "resume", provider_session, "--no-daemon"]
         return Launch(argv=argv, provider_session=provider_session)
 
+    def fork(self, provider_session: str, ctx: LaunchContext) -> Launch:
+        """``codex fork SRC``: a new thread from a copy of SRC's; codex picks the new id, which
+        is discovered as a fresh session's is (its rollout file created since the launch)."""
+        return Launch(argv=[self._bin(ctx), "fork", provider_session, "--no-daemon"])
+
+    def fork_turn(
+        self, source: str, provider_session: str | None, text: str, ctx: LaunchContext
+    ) -> Launch:
+        """``codex exec fork SRC``: the fork's first turn; ``thread.started`` names the new id."""
+        return Launch(argv=[self._bin(ctx), "exec", "fork", source, *EXEC_FLAGS, text])
+
     def turn(
         self, provider_session: str | None, text: str, ctx: LaunchContext, *, first: bool
     ) -> Launch:
-        flags = ["--json", "--skip-git-repo-check", "--"]  # "--": a prompt may start with "-"
+        flags = EXEC_FLAGS
         if first:
             return Launch(argv=[self._bin(ctx), "exec", *flags, text])
         if not provider_session:
@@ -270,6 +285,15 @@ class CodexAdapter(Adapter):
         sessions = self.codex_home(ctx) / "sessions"
         return first_thread(sessions, since, ctx.cwd, pty=ctx.mode == "pty")
 
+    def usage(self, provider_session: str, ctx: LaunchContext) -> tuple[str, Usage] | None:
+        """A pty thread's total from its rollout's token counts (a stream turn's come with its
+        ``turn.completed``)."""
+        if ctx.mode != "pty":
+            return None
+        path = find_rollout(self.codex_home(ctx) / "sessions", provider_session)
+        totals = codex_totals(path) if path is not None else None
+        return ("files", totals) if totals is not None else None
+
     def codex_home(self, ctx: LaunchContext) -> Path:
         home = self._setting(ctx, HOME_ENV)
         if home:
@@ -369,7 +393,10 @@ def _exec_event(obj: dict[str, Any]) -> tuple[list[Event], dict[str, Any]]:
     if kind == "thread.started" and isinstance(obj.get("thread_id"), str):
         return [], {"session_id": obj["thread_id"]}
     if kind == "turn.completed":
-        return [], {"is_error": False, "error": None, "completed": True}
+        facts: dict[str, Any] = {"is_error": False, "error": None, "completed": True}
+        if (used := u.from_openai(obj.get("usage"))) is not None and not u.empty(used):
+            facts["usage"] = used
+        return [], facts
     if kind == "turn.failed":
         error = obj.get("error")
         message = error.get("message") if isinstance(error, dict) else None

@@ -29,7 +29,7 @@ from roost.adapters.registry import adapter
 from roost.adapters.settings import binary
 from roost.config import Config, config_path, load
 from roost.interpreter import python_module
-from roost.providers import vendors
+from roost.providers import built_in, vendors
 from roost.wire.errors import RoostError
 
 PROBE_TIMEOUT_S = 15.0  # kimi (Node) takes 4 s for --version on an idle 2-core machine
@@ -69,6 +69,8 @@ def probe(
     provider: str, cfg: Config, environ: Mapping[str, str], runner: Runner = run
 ) -> dict[str, Any]:
     """One provider's report: the binary, its version against roost's, its login."""
+    if provider in cfg.defined_providers():
+        return probe_defined(provider, cfg, environ)
     prov = adapter(provider)
     cli = _cli(prov)
     found = binary(provider, cfg, environ)
@@ -91,6 +93,22 @@ def probe(
     report["findings"] = _version(prov, found["path"], env, runner, report)
     if not any(f["level"] == "error" for f in report["findings"]):
         report["findings"] += _login(prov, found["path"], env, runner, report)
+    return report
+
+
+def probe_defined(provider: str, cfg: Config, environ: Mapping[str, str]) -> dict[str, Any]:
+    """A provider the configuration file defines: only whether its program is there; roost
+    knows no versions of it and no way to tell its login."""
+    found = binary(provider, cfg, environ)
+    report: dict[str, Any] = {"provider": provider, **found, "version": None, "login": None}
+    if found["missing"]:
+        install = cfg.provider_specs()[provider].install
+        fix = f"install it ({install}) or" if install else "install it, or"
+        what = f"{provider}: {found['looked_for']!r} not found ({found['from']})"
+        report["findings"] = [finding("error", what, f"{fix} correct providers.{provider}.command")]
+    else:
+        what = f"{provider} at {found['path']} (defined in the config file: no version check)"
+        report["findings"] = [finding("ok", what)]
     return report
 
 
@@ -149,7 +167,7 @@ def _login(
 async def in_child(provider: str, timeout: float = 45.0) -> dict[str, Any]:
     """``probe`` of ``provider`` in a child process (``python -m roost.adapters.doctor``), so
     that an event loop never waits on a CLI; the built-in echo needs no checks."""
-    if provider not in vendors():
+    if provider in built_in():
         return {"provider": provider, "findings": [finding("ok", f"{provider} is built in")]}
     proc = await asyncio.create_subprocess_exec(
         *python_module("roost.adapters.doctor", "--json", "--provider", provider),
@@ -173,24 +191,33 @@ async def in_child(provider: str, timeout: float = 45.0) -> dict[str, Any]:
 
 
 def check_all(providers: list[str], environ: Mapping[str, str]) -> dict[str, Any]:
-    """Every provider's report, and the config file as this environment reads it."""
+    """Every provider's report (none named: each vendor's and each the file defines), and the
+    config file as this environment reads it."""
     problem = None
     try:
         cfg = load(environ=environ)
     except RoostError as err:
         problem, cfg = err.to_body(), Config(*config_path(environ))
+    known = (*vendors(), *cfg.defined_providers())
     return {
         "config": {"path": str(cfg.path), "exists": cfg.exists, "error": problem},
-        "providers": [probe(p, cfg, environ) for p in providers],
+        "providers": [
+            probe(p, cfg, environ) if p in known else _unknown(p, known) for p in providers or known
+        ],
     }
+
+
+def _unknown(provider: str, known: tuple[str, ...]) -> dict[str, Any]:
+    what = f"{provider!r} is not a provider with a CLI to check (known: {', '.join(known)})"
+    return {"provider": provider, "findings": [finding("error", what)]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="roost-doctor")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.add_argument("--provider", action="append", choices=vendors())
+    parser.add_argument("--provider", action="append", help="a vendor or one the file defines")
     args = parser.parse_args()
-    doc = check_all(args.provider or list(vendors()), os.environ)
+    doc = check_all(args.provider or [], os.environ)
     if args.json:
         print(json.dumps(doc, sort_keys=True))
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import uuid
 from pathlib import Path
@@ -31,6 +32,14 @@ def agent_argv(*args: str) -> list[str]:
     return [sys.executable, "-S", AGENT, *args]
 
 
+# what the agent says of its session at the start: "session ID" or "resumed ID (N turns)"
+SHOWN = re.compile(r"^(?:session (\S+)|resumed (\S+) \(\d+ turns\))$", re.MULTILINE)
+
+
+def _forked(source: str, new: str) -> list[str]:
+    return ["--resume", source, "--fork-session", "--session-id", new]
+
+
 class EchoAdapter(Adapter):
     provider = "echo"
 
@@ -48,17 +57,39 @@ class EchoAdapter(Adapter):
         argv = agent_argv("--resume", provider_session)
         return Launch(argv=argv, env=self._env(ctx), provider_session=provider_session)
 
+    def fork(self, provider_session: str, ctx: LaunchContext) -> Launch:
+        """As claude's: ``--resume SRC --fork-session --session-id NEW`` copies SRC's history
+        into NEW's file and continues there."""
+        new = str(uuid.uuid4())
+        argv = agent_argv(*_forked(provider_session, new))
+        return Launch(argv=argv, env=self._env(ctx), provider_session=new)
+
+    def fork_turn(
+        self, source: str, provider_session: str | None, text: str, ctx: LaunchContext
+    ) -> Launch:
+        new = provider_session or str(uuid.uuid4())
+        argv = agent_argv(*self._prompt(text, ctx), *_forked(source, new))
+        return Launch(argv=argv, env=self._env(ctx), provider_session=new)
+
+    def shown_session(self, screen: str) -> str | None:
+        found = [a or b for a, b in SHOWN.findall(screen)]
+        return found[-1] if found else None
+
     def turn(
         self, provider_session: str | None, text: str, ctx: LaunchContext, *, first: bool
     ) -> Launch:
         provider_session = provider_session or str(uuid.uuid4())
         flag = "--session-id" if first else "--resume"
+        argv = agent_argv(*self._prompt(text, ctx), flag, provider_session)
+        return Launch(argv=argv, env=self._env(ctx), provider_session=provider_session)
+
+    @staticmethod
+    def _prompt(text: str, ctx: LaunchContext) -> list[str]:
         # ROOST_ECHO_PROMPT_ATTACHED=1 (tests): the text inside an argument, so that no plan
         # holds for any text and each turn's acceptance asks the adapter host
         attached = ctx.env.get("ROOST_ECHO_PROMPT_ATTACHED") == "1"
         prompt = [f"--print={text}"] if attached else ["-p", text]
-        argv = agent_argv(*prompt, "--output-format", "stream-json", flag, provider_session)
-        return Launch(argv=argv, env=self._env(ctx), provider_session=provider_session)
+        return [*prompt, "--output-format", "stream-json"]
 
     def parse(self, line: str, stream: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if stream == "stderr":

@@ -7,10 +7,15 @@ so roost's cold resume is real, not simulated.
 
     python -S echo_agent.py --session-id ID     # a fresh conversation
     python -S echo_agent.py --resume ID         # continue one
+    python -S echo_agent.py --resume ID --fork-session [--session-id NEW]
+                                                # a new conversation NEW, a copy of ID's
     python -S echo_agent.py -p TEXT --output-format stream-json --resume ID
                                                 # one headless turn, claude's shape
 In headless mode a prompt ``/tool echo X`` makes a tool call and its result first. For tests:
-``ROOST_ECHO_DELAY_MS`` paces the JSON lines, ``ROOST_ECHO_FAIL=1`` ends the turn with an error,
+A headless turn's result reports synthetic usage: a token per byte of the prompt (in) and
+of the answer (out), and a micro-dollar per token. ``ROOST_ECHO_DELAY_MS`` paces the JSON
+lines, ``ROOST_ECHO_FAIL=1`` ends the turn with an error,
+``ROOST_ECHO_FORK_SAME=1`` makes ``--fork-session`` continue the source instead of copying it,
 ``ROOST_ECHO_HOLD_FILE=PATH`` makes a headless turn wait, after its result line, until PATH exists
 and then write what PATH holds (if anything) on stderr before it exits (a test's chosen moment).
 Session files live in ``$ROOST_ECHO_HOME`` (default ``~/.roost-echo``)/sessions/ID.jsonl.
@@ -41,7 +46,7 @@ if TYPE_CHECKING:
 PROMPT = "echo-ready> "
 ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 USAGE = (
-    "usage: echo-agent [-h] [--session-id ID | --resume ID] [-p TEXT]"
+    "usage: echo-agent [-h] [--session-id ID | --resume ID [--fork-session]] [-p TEXT]"
     " [--output-format {stream-json}]"
 )
 
@@ -54,6 +59,7 @@ class Args:
         self.resume: str | None = None
         self.print: str | None = None
         self.output_format = "stream-json"
+        self.fork = False
 
 
 def parse_args(argv: list[str]) -> Args:
@@ -66,6 +72,9 @@ def parse_args(argv: list[str]) -> Args:
         if word in ("-h", "--help"):
             print(USAGE)
             sys.exit(0)
+        if word == "--fork-session":
+            args.fork = True
+            continue
         option, eq, value = word.partition("=") if word.startswith("--") else (word, "", "")
         if option not in names:
             _usage_error(f"unrecognized arguments: {word}")
@@ -74,7 +83,9 @@ def parse_args(argv: list[str]) -> Args:
                 _usage_error(f"argument {option}: expected one argument")
             value = rest.pop(0)
         setattr(args, names[option], value)
-    if args.session_id is not None and args.resume is not None:
+    if args.fork and args.resume is None:
+        _usage_error("argument --fork-session: needs --resume")
+    if args.session_id is not None and args.resume is not None and not args.fork:
         _usage_error("argument --resume: not allowed with argument --session-id")
     if args.output_format != "stream-json":
         _usage_error(f"argument --output-format: invalid choice: {args.output_format!r}")
@@ -121,6 +132,29 @@ def touch(path: str) -> None:
 def count_turns(path: str) -> int:
     with open(path) as fh:
         return sum(1 for line in fh if line.strip())
+
+
+def fork(args: Args) -> bool:
+    """``--fork-session``: the history of ``--resume``'s session copied into a new one
+    (``--session-id``, else a new id), which the rest then resumes; False when the source is
+    not there or the new id is taken. The source's file is only read.
+    ``ROOST_ECHO_FORK_SAME=1`` (tests): a broken fork, which goes on in the source itself."""
+    source, new = args.resume or "", args.session_id or new_id()
+    if os.environ.get("ROOST_ECHO_FORK_SAME") == "1":
+        args.session_id, args.fork = None, False
+        return True
+    if not valid_id(source) or not os.path.exists(session_file(source)):
+        print(f"echo: no session {source!r} to fork", file=sys.stderr, flush=True)
+        return False
+    if not valid_id(new) or os.path.exists(session_file(new)):
+        print(f"echo: session {new!r} cannot be the fork", file=sys.stderr, flush=True)
+        return False
+    with open(session_file(source), "rb") as src, open(session_file(new), "xb") as dst:
+        dst.write(src.read())
+    if args.print is None:  # a headless turn writes JSON lines only
+        print(f"forked {source} into {new}", flush=True)
+    args.resume, args.session_id, args.fork = new, None, False
+    return True
 
 
 def open_session(args: Args) -> tuple[str, str]:
@@ -238,6 +272,9 @@ def headless(args: Args) -> int:
             "result": answer,
             "session_id": session_id,
             "num_turns": turns + 1,
+            # synthetic figures (no model ran): a token per byte, a micro-dollar per token
+            "usage": {"input_tokens": len(text.encode()), "output_tokens": len(answer.encode())},
+            "total_cost_usd": (len(text.encode()) + len(answer.encode())) / 1e6,
         }
     )
     hold(os.environ.get("ROOST_ECHO_HOLD_FILE"))
@@ -273,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         import signal
 
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.fork and not fork(args):
+        return 2
     if args.print is not None:
         return headless(args)
     preload = os.environ.get("ROOST_ECHO_PRELOAD")  # a test's or benchmark's code, run first

@@ -44,7 +44,9 @@ from roost.adapters.base import (
     VendorCli,
 )
 from roost.adapters.evidence import SHELLS, Evidence
+from roost.adapters.usage_files import kimi_totals
 from roost.wire.errors import RoostError
+from roost.wire.usage import Usage
 
 Event = dict[str, Any]
 
@@ -113,6 +115,23 @@ class KimiAdapter(Adapter):
             argv=[self._bin(ctx), "-S", provider_session], provider_session=provider_session
         )
 
+    def fork(self, provider_session: str, ctx: LaunchContext) -> Launch:
+        """``kimi fork SRC`` copies the session and exits, printing ``Forked to <new id> ...``;
+        ``kimi -S <new id>`` then opens the copy. One shell runs both, so the supervised process
+        is the CLI on the fork; the new id shows in the resumed welcome box."""
+        _check_session(provider_session)
+        return Launch(
+            argv=[*FORK_SHELL, f'{FORKED} exec "$0" -S "$id"', self._bin(ctx), provider_session]
+        )
+
+    def fork_turn(
+        self, source: str, provider_session: str | None, text: str, ctx: LaunchContext
+    ) -> Launch:
+        """The fork, then the first turn in it (its last line names the new id)."""
+        _check_session(source)
+        then = f'{FORKED} exec "$0" -p "$2" --output-format stream-json -S "$id"'
+        return Launch(argv=[*FORK_SHELL, then, self._bin(ctx), source, text])
+
     def turn(
         self, provider_session: str | None, text: str, ctx: LaunchContext, *, first: bool
     ) -> Launch:
@@ -162,8 +181,22 @@ class KimiAdapter(Adapter):
             return _without_composer(lines, evidence)
         return _with_composer(lines, composer)
 
+    def usage(self, provider_session: str, ctx: LaunchContext) -> tuple[str, Usage] | None:
+        """The session's total from its wire files' ``usage.record`` lines, in either mode:
+        the headless output reports no usage."""
+        if re.fullmatch(r"[\w-]{1,128}", provider_session) is None:  # a name, not a pattern
+            return None
+        home = kimi_home({**os.environ, **ctx.env})
+        for folder in (home / "sessions").glob(f"*/{provider_session}"):
+            if (totals := kimi_totals(folder)) is not None:
+                return "files", totals
+        return None
+
     def discover_identity(self, screen: str, ctx: LaunchContext, *, since: float) -> str | None:
         return screen_session(screen) or file_session(ctx, since, _sent_prompts(screen))
+
+    def shown_session(self, screen: str) -> str | None:
+        return screen_session(screen)
 
     def verify_resume(
         self,
@@ -360,6 +393,20 @@ def _model_configured(lines: list[str], composer: int) -> bool:
 
 
 # -- identity ------------------------------------------------------------------------------------
+
+
+# ``sh -c SCRIPT KIMI SRC [TEXT]``: the fork's line is read, not shown ("Forked to <id> ..."); a
+# fork that fails ends the shell with kimi's status and its message on stderr
+FORK_SHELL = ("/bin/sh", "-c")
+FORKED = 'out=$("$0" fork "$1") || exit; id=${out#Forked to }; id=${id%% *};'
+
+
+def _check_session(value: str) -> None:
+    """Only kimi's own ids go into a fork's shell line (as an argument, never in the script)."""
+    if not re.fullmatch(SESSION_ID, value):
+        raise RoostError(
+            "bad-request", f"{value[:80]!r} is not a kimi session id", {"field": "fork"}
+        )
 
 
 def screen_session(screen: str) -> str | None:

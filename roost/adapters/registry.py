@@ -1,11 +1,14 @@
-"""The adapter of each provider ``roost.providers`` registers, imported when it is wanted."""
+"""The adapter of each provider ``roost.providers`` registers, imported when it is wanted; a
+provider the configuration file defines gets the generic adapter built from its table."""
 
 from __future__ import annotations
 
 import importlib
 
 from roost.adapters.base import Adapter
-from roost.providers import adapter_path, names
+from roost.config import Config
+from roost.provider_spec import ProviderSpec
+from roost.providers import adapter_path, define, fixed
 
 
 def adapter_class(provider: str) -> type[Adapter]:
@@ -22,10 +25,18 @@ def adapter(provider: str) -> Adapter:
     return adapter_class(provider)()
 
 
-def adapters() -> dict[str, Adapter]:
-    """An adapter of every provider whose module is there, by name."""
+def configured(spec: ProviderSpec) -> Adapter:
+    """The adapter of a provider the configuration file defines."""
+    from roost.adapters.generic import GenericAdapter
+
+    return GenericAdapter(spec)
+
+
+def adapters(cfg: Config | None = None) -> dict[str, Adapter]:
+    """An adapter of every provider whose module is there, by name, and one of each provider
+    ``cfg`` defines (which this process then knows by name: ``roost.providers.define``)."""
     found: dict[str, Adapter] = {}
-    for provider in names():
+    for provider in fixed():
         module = adapter_path(provider).partition(":")[0]
         try:
             found[provider] = adapter(provider)
@@ -33,4 +44,8 @@ def adapters() -> dict[str, Adapter]:
             if err.name != module:
                 raise
             continue  # not built yet: that provider is simply not offered
+    if cfg is not None:
+        specs = cfg.provider_specs()
+        define(tuple(specs))
+        found.update((name, configured(spec)) for name, spec in specs.items())
     return found

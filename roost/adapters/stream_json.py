@@ -5,15 +5,19 @@ and event ids). The echo agent's headless mode writes the same shape, so one par
 Shapes (claude 2.1.x): ``system/init`` carries ``session_id``; ``assistant`` messages carry
 ``text`` and ``tool_use`` blocks; ``user`` messages carry ``tool_result`` blocks; ``stream_event``
 carries partial deltas; ``result`` ends the turn, where ``is_error`` (not ``subtype``) says whether
-it failed. Failures also give the fact ``error``, a message for people: the text of an assistant
-message flagged ``error`` ("Not logged in · Please run /login"), each ``system/api_retry`` (claude
-retries a failed API call up to ten times, minutes in all, before its result), and a failed result.
+it failed, and its ``usage`` and ``total_cost_usd`` are the turn's tokens (summed over its API
+calls) and cost (the fact ``usage``). Failures also give the fact ``error``, a message for
+people: the text of an assistant message flagged ``error`` ("Not logged in · Please run
+/login"), each ``system/api_retry`` (claude retries a failed API call up to ten times, minutes
+in all, before its result), and a failed result.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from roost.wire import usage
 
 Event = dict[str, Any]
 
@@ -51,6 +55,9 @@ def parse_line(line: str) -> tuple[list[Event], dict[str, Any]]:
             is_error=bool(obj.get("is_error")),
             num_turns=obj.get("num_turns"),
         )
+        used = usage.from_anthropic(obj.get("usage"), obj.get("total_cost_usd"))
+        if used is not None and not usage.empty(used):
+            facts["usage"] = used
         if facts["is_error"]:
             facts["error"] = _result_error(obj)
     return [], facts

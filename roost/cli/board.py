@@ -17,6 +17,7 @@ from typing import Any
 from rich.cells import cell_len
 from rich.text import Text
 
+from roost.cli.texts import short_count
 from roost.wire.messages import RecordState
 
 Key = tuple[str, str]
@@ -37,7 +38,7 @@ STATE_STYLE = {
     "failed": "bold red",
     "attention": "bold black on yellow",
 }
-COLUMNS = ("", "NAME", "ID", "PROVIDER", "MODE", "STATE", "ACTIVITY", "CWD", "AGE", "LAST")
+COLUMNS = ("", "NAME", "ID", "PROVIDER", "MODE", "STATE", "ACTIVITY", "CWD", "AGE", "LAST", "USAGE")
 CAPS = {
     "": 1,
     "NAME": 24,
@@ -47,10 +48,20 @@ CAPS = {
 SHRUNK = {"NAME": 12, "CWD": 16, "NODE": 8}  # what they shrink to before any column gives way
 # The columns that give way when the rest do not fit, first to last; the mark, NAME and STATE
 # never do (a state that needs a human is read in full), NAME shrinks to NAME_MIN at the last.
-GIVE_WAY = ("CWD", "ID", "MODE", "AGE", "PROVIDER", "LAST", "NODE", "ACTIVITY")
+GIVE_WAY = ("USAGE", "CWD", "ID", "MODE", "AGE", "PROVIDER", "LAST", "NODE", "ACTIVITY")
 NAME_MIN = 6
 PAD = 2  # a cell's padding, one column either side
 UNKNOWN = "?"  # after the state of a record the node has not confirmed since it stopped answering
+
+
+def usage_cell(usage: dict[str, Any] | None) -> str:
+    """A session's usage in a few cells: its tokens (every kind) and its cost when known,
+    ``48.2k $0.21``; ``-`` before any."""
+    if not usage:
+        return "-"
+    tokens = sum(int(usage.get(k) or 0) for k in ("input", "output", "cache_read", "cache_write"))
+    cost = usage.get("cost_usd")
+    return short_count(tokens) + (f" ${cost:.2f}" if cost is not None else "")
 
 
 def key_of(rec: dict[str, Any]) -> Key:
@@ -95,6 +106,19 @@ def short_path(path: str, width: int = 28) -> str:
     if home != "/" and (path == home or path.startswith(home + os.sep)):
         path = "~" + path[len(home) :]
     return path if len(path) <= width else "…" + path[-(width - 1) :]
+
+
+def add_usage(before: Any, turn: dict[str, Any]) -> dict[str, Any]:
+    """A session's usage with a stream turn's (``session.turn``'s ``usage``) added."""
+    old = before if isinstance(before, dict) else {}
+    new = turn["usage"]
+    total: dict[str, Any] = {
+        k: int(old.get(k) or 0) + int(new.get(k) or 0)
+        for k in ("input", "output", "cache_read", "cache_write")
+    }
+    if old.get("cost_usd") is not None or new.get("cost_usd") is not None:
+        total["cost_usd"] = float(old.get("cost_usd") or 0.0) + float(new.get("cost_usd") or 0.0)
+    return total
 
 
 @dataclass
@@ -148,6 +172,8 @@ class Board:
         newly = rec["state"] == "attention" and before != ("attention", rec.get("attention"))
         if was is None:
             was = self.entries[key] = Entry(rec, float(rec.get("updated") or time.time()))
+        if "usage" not in rec:  # session.show's record: the figures stay those last known
+            rec = {**rec, "usage": was.record.get("usage")}
         was.record = rec
         if newly:
             was.marked = True
@@ -166,6 +192,10 @@ class Board:
             return
         entry.last_activity = max(entry.last_activity, float(event.get("ts") or 0.0))
         data = event.get("data") or {}
+        if event["kind"] == "session.usage" and isinstance(data.get("total"), dict):
+            entry.record = {**entry.record, "usage": data["total"]}
+        elif event["kind"] == "session.turn" and isinstance(data.get("usage"), dict):
+            entry.record = {**entry.record, "usage": add_usage(entry.record.get("usage"), data)}
         if event["kind"] == "session.input" and data.get("input") == "turn":
             entry.turn = True
         elif event["kind"] in ("session.turn", "session.exited", "session.lost"):
@@ -211,6 +241,7 @@ class Board:
             Text(plain(short_path(str(rec.get("cwd") or "")))),
             Text(ago(now - float(rec.get("created") or now))),
             Text(ago(now - entry.last_activity)),
+            Text(usage_cell(rec.get("usage")), style="dim"),
         ]
         return [Text(plain(key[0])), *cells] if self.hub else cells
 

@@ -65,7 +65,15 @@ def records(ctx: click.Context, param: click.Parameter, incomplete: str) -> list
 
 
 def providers(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
-    return [CompletionItem(p) for p in names() if p.startswith(incomplete)]
+    """The providers roost registers, and those the config file defines (none when the file
+    cannot be read: ``roost doctor`` says why)."""
+    from roost.config import load  # only when a provider is completed
+
+    try:
+        defined = load().defined_providers()
+    except RoostError:
+        defined = ()
+    return [CompletionItem(p) for p in (*names(), *defined) if p.startswith(incomplete)]
 
 
 def keys(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:

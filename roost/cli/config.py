@@ -17,7 +17,7 @@ from click.core import ParameterSource
 from roost.cli.context import Ctx, reader
 from roost.cli.output import console, emit_json
 from roost.config import DEFAULT, Config, Source, load
-from roost.providers import names, vendors
+from roost.providers import fixed, vendors
 
 Row = dict[str, Any]
 
@@ -48,7 +48,11 @@ def rows(ctx: Ctx, cfg: Config) -> list[Row]:
     for provider in vendors():
         program, source = cfg.provider_bin(provider, os.environ)
         out.append(_row(f"providers.{provider}.bin", program, source))
-    for provider in names():
+    for provider in fixed():
+        out += _table(cfg, f"providers.{provider}.env", cfg.provider_env(provider))
+    for provider in cfg.defined_providers():  # a provider the file defines: its program
+        program, source = cfg.provider_bin(provider, os.environ)
+        out.append(_row(f"providers.{provider}.command", program, source))
         out += _table(cfg, f"providers.{provider}.env", cfg.provider_env(provider))
     mode, mode_from = cfg.spawn_mode()
     size, size_from = cfg.spawn_size()

@@ -108,6 +108,7 @@ class Ctx:
 WAITING = {
     "session.spawn": "the session to start",
     "session.resume": "the session to resume",
+    "session.fork": "the fork to start",
     "session.stop": "the session to stop (SIGTERM, then SIGKILL after the grace)",
     "node.shutdown": "the node to stop",
 }

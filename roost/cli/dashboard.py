@@ -28,7 +28,7 @@ from roost.cli.diff import summary
 from roost.cli.feed import Batch, Feed, Health, Note, Preview
 from roost.cli.tui_forms import Confirm, Form, Page, spawn_body, spawn_form
 from roost.client.client import Client
-from roost.providers import built_in, names
+from roost.providers import built_in, define, names
 from roost.wire.errors import RoostError
 
 Attacher = Callable[[Ctx, str], None]
@@ -60,7 +60,7 @@ LAST, NODE, ACTIVITY; NAME and STATE stay, STATE always in full)
   !          newly needs attention (until you move onto the record)
   NODE       through a hub: the node the record is on
   NAME, ID   the record's name and id
-  PROVIDER   the agent: {providers}
+  PROVIDER   the agent: {providers}, or one the config file defines
   MODE       pty (a terminal) or stream (one headless run per turn)
   STATE      starting, live, attention (reason), stopping, dormant, failed;
              a ? after it: the node is not answering, this is the last known
@@ -396,6 +396,7 @@ class Dashboard(App[None]):
         except RoostError as err:
             self.notify(f"spawn: {err.code}: {err.message}", severity="error", timeout=10)
             return
+        define(config.defined_providers())  # the form names them beside the registered ones
         defaults = {
             "provider": built_in()[0],
             "cwd": os.getcwd(),

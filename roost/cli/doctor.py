@@ -127,16 +127,21 @@ def check_providers(
 
 
 def probe_here() -> list[dict[str, Any]]:
-    """Each provider checked by ``roost.adapters.doctor`` in a child process, all at once."""
+    """Each provider (each vendor's CLI and each the config file defines) checked by
+    ``roost.adapters.doctor`` in a child process, all at once."""
     argv = python_module("roost.adapters.doctor", "--json", "--provider")
+    try:
+        checked = (*vendors(), *load().defined_providers())
+    except RoostError:  # check_config reports it
+        checked = vendors()
     procs = [
         subprocess.Popen(
             [*argv, p], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
-        for p in vendors()
+        for p in checked
     ]
     reports = []
-    for provider, proc in zip(vendors(), procs, strict=True):
+    for provider, proc in zip(checked, procs, strict=True):
         try:
             out, _ = proc.communicate(timeout=PROBE_TIMEOUT_S)
             reports.append(json.loads(out)["providers"][0])

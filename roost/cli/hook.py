@@ -48,9 +48,9 @@ MAX_STDIN = 1 << 20  # a hook document larger than this is cut (and then is not 
 
 # ``roost signal``'s SOURCE: the signal's ``source``.
 SOURCES: dict[str, SignalSource] = {
-    "claude": "claude-hook",
-    "claude-statusline": "claude-statusline",
-    "kimi": "kimi-hook",
+    "claude": "hook",
+    "claude-statusline": "statusline",
+    "kimi": "hook",
 }
 
 # claude's Notification types that mean a person is needed, as attention reasons. Its

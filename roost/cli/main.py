@@ -15,6 +15,7 @@ LAZY = {
     **{name: "roost.cli.sessions" for name in ("spawn", "ls", "show", "prompt", "send", "key")},
     **{name: "roost.cli.sessions" for name in ("resize", "rename", "stop", "resume", "forget")},
     "transcript": "roost.cli.sessions",
+    "fork": "roost.cli.sessions",
     **{name: "roost.cli.control" for name in ("turn", "op", "claim", "release")},
     "node": "roost.cli.main:_node",
     "hub": "roost.cli.main:_hub",
@@ -30,6 +31,7 @@ LAZY = {
     "completion": "roost.cli.completion",
     "signal": "roost.cli.integrate",
     "integrate": "roost.cli.integrate",
+    "usage": "roost.cli.usage",
 }
 
 

@@ -1,4 +1,5 @@
-"""Session commands: spawn, ls, show, prompt, send, key, resize, rename, stop, resume, forget."""
+"""Session commands: spawn, ls, show, prompt, send, key, resize, rename, stop, resume, fork,
+forget."""
 
 from __future__ import annotations
 
@@ -96,8 +97,9 @@ READY_TIMEOUT = click.option(
 )
 
 
-SPAWN_HELP = f"""Start a live session of PROVIDER ({", ".join(names())}). The config file's [spawn]
-    mode, size, env and restore are the defaults of --mode, --size, --env and --restore.
+SPAWN_HELP = f"""Start a live session of PROVIDER ({", ".join(names())}), or of a provider the
+    config file defines ([providers.NAME]). The config file's [spawn] mode, size, env and restore
+    are the defaults of --mode, --size, --env and --restore.
 
     It answers once the agent runs, before its screen is read (`starting`); --wait-ready waits
     until it is ready for input, and fails (exit 1) if it needs a human or ends first."""
@@ -297,6 +299,23 @@ def resume(
         return
     ready = ready_timeout if wait_ready_ else None
     _launched(ctx, "session.resume", {"id": ref}, "resumed", ready)
+
+
+@click.command()
+@click.argument("ref", metavar="NAME")
+@click.option("--name", help="the new record's name (default: NAME-fork, then NAME-fork-2, ...)")
+@WAIT_READY
+@READY_TIMEOUT
+@command
+def fork(ctx: Ctx, ref: str, name: str | None, wait_ready_: bool, ready_timeout: float) -> None:
+    """Start a new record whose conversation begins as a copy of NAME's, by the provider CLI's
+    own fork, in NAME's cwd with its mode and settings. NAME (a record id or name) needs its
+    provider session id; it and its conversation are left as they are. The new record gets its
+    own provider session id (provider-cannot-fork where the CLI has no fork)."""
+    body: dict[str, Any] = {"id": ref}
+    if name:
+        body["name"] = name
+    _launched(ctx, "session.fork", body, "forked", ready_timeout if wait_ready_ else None)
 
 
 def _resume_all(ctx: Ctx, wait_s: float) -> None:

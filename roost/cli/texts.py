@@ -78,7 +78,29 @@ def show_lines(doc: dict[str, Any], screen: bool) -> tuple[str, list[str]]:
             after = ["--- last screen (the session is not live) ---", doc["last_screen"]]
         else:
             after = ["--- screen ---", text if text is not None else "(no live session)"]
-    return "\n".join(record_lines(doc["record"])), after
+    lines = record_lines(doc["record"])
+    if "usage" in doc:
+        lines.append(f"usage:            {usage_text(doc['usage']) or '-'}")
+    return "\n".join(lines), after
+
+
+def usage_text(usage: dict[str, Any] | None, *, cost: bool = True) -> str:
+    """``12.3k in · 456 out · $0.0123`` (a usage map, roost.wire.usage): every prompt token
+    (cached or not) in, the output, and the cost when the provider reported one; "" for none."""
+    if not usage:
+        return ""
+    prompt = sum(int(usage.get(k) or 0) for k in ("input", "cache_read", "cache_write"))
+    words = f"{short_count(prompt)} in · {short_count(int(usage.get('output') or 0))} out"
+    if cost and usage.get("cost_usd") is not None:
+        words += f" · ${usage['cost_usd']:.4f}"
+    return words
+
+
+def short_count(n: int) -> str:
+    for size, unit in ((10**9, "G"), (10**6, "M"), (10**3, "k")):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
 
 
 def accepted_text(what: str, doc: dict[str, Any]) -> str:

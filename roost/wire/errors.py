@@ -38,6 +38,7 @@ CODES: dict[str, str] = {
     "line-too-long": "a line is longer than the agent's terminal takes; nothing was typed",
     "stale-generation": "the request names an older generation of the session",
     "no-provider-session": "the record has no provider session id to resume by",
+    "provider-cannot-fork": "the provider's CLI has no fork of a conversation",
     "unknown-provider": "no adapter for that provider",
     "bad-cwd": "the working directory does not exist or is not a directory",
     "launch-failed": "the agent program could not be started",

@@ -70,6 +70,9 @@ class LaunchSpec(TypedDict):
     turn_deadline_s: float | None
     name: str | None  # the record's name at launch, and the node's id: the process's title
     node_id: str
+    # a fork's source provider session: the launch (or a stream record's first turn) copies that
+    # conversation into a new one, verified as a resume is, and never takes the source's id
+    fork: NotRequired[str | None]
 
 
 class Active(TypedDict, total=False):

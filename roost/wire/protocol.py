@@ -178,6 +178,13 @@ METHODS: dict[str, Method] = {
             "cold-resume a dormant record by its provider session id",
             mutating=True,
         ),
+        Method(
+            "session.fork",
+            "create a record whose conversation begins as a copy of another record's, by the "
+            "provider CLI's own fork, and launch it",
+            mutating=True,
+            node_wide=True,
+        ),
         Method("session.forget", "delete a record that is not live", mutating=True),
         Method(
             "session.restore",
@@ -217,6 +224,11 @@ METHODS: dict[str, Method] = {
             roles=ANYONE,
         ),
         Method("events.since", "durable events after a sequence number", roles=ANYONE),
+        Method(
+            "node.usage",
+            "tokens and cost the providers reported, summed by session, provider and day",
+            roles=ANYONE,
+        ),
         Method(
             "hub.status",
             "a hub's incarnation, pid, uptime and linked nodes (served by a hub)",
@@ -264,6 +276,9 @@ METHODS: dict[str, Method] = {
         _internal("state.turn.orphans", "running turns whose record is not active", STATE),
         _internal("state.turn.get", "a turn by id", STATE),
         _internal("state.turn.latest", "a record's latest turn", STATE),
+        _internal("state.usage.add", "a session's running usage totals, as reported", STATE),
+        _internal("state.usage.sum", "usage since a time, by session, provider and day", STATE),
+        _internal("state.usage.totals", "each record's usage so far", STATE),
         _internal("adapter.launch", "the command of a fresh or resumed launch", ADAPTER),
         _internal("adapter.classify", "classify a screen", ADAPTER),
         _internal("adapter.identity", "the provider session id, when it can be known", ADAPTER),
@@ -271,12 +286,14 @@ METHODS: dict[str, Method] = {
         _internal("adapter.turn", "the command of one headless turn", ADAPTER),
         _internal("adapter.parse", "the events and facts of one output line of a turn", ADAPTER),
         _internal("adapter.doctor", "one provider's doctor report", ADAPTER),
+        _internal("adapter.usage", "a provider session's usage so far, from its files", ADAPTER),
         _internal("node.session.attach", "a supervisor (re-)registers"),
         _internal("node.session.exited", "the agent process ended"),
         _internal("node.session.failed", "the launch failed"),
         _internal("node.session.classified", "the screen's classification changed"),
         _internal("node.session.identity", "the provider session id became known"),
         _internal("node.session.resume", "the verdict on a cold resume"),
+        _internal("node.session.usage", "the provider session's usage so far"),
         _internal("session.type", "type an input the node committed", SUPERVISOR),
         _internal("session.run", "run a stream-mode turn the node began", SUPERVISOR),
         _internal("session.screen", "the live screen, cursor and state", SUPERVISOR),
@@ -339,6 +356,7 @@ EVENT_KINDS: dict[str, str] = {
     "session.tool_call": "the agent called a tool",
     "session.tool_result": "a tool call's result",
     "session.stderr": "a line the provider's headless mode wrote to stderr",
+    "session.usage": "tokens and cost a provider reported for a session (its new part)",
 }
 
 # The key names ``session.key`` takes (the bytes they stand for are the adapters' business).

@@ -31,8 +31,10 @@ VERSION = 1
 MAX_DATAGRAM = 8192  # a sender trims its ``data`` to fit; the receiver refuses a larger one
 MAX_TEXT = 512  # of any one string in ``data`` (a hook's message, a notification's body)
 
-# Where a signal comes from.
-SignalSource = Literal["claude-hook", "claude-statusline", "codex-osc9", "kimi-hook", "generic"]
+# Where a signal comes from (the record says which provider): a hook of the CLI, its status line
+# command, an OSC 9 notification in its PTY bytes, or a pattern of a provider defined in the
+# configuration.
+SignalSource = Literal["hook", "statusline", "osc9", "pattern"]
 # What it says, the same for every provider:
 #   session     the CLI's session started or was resumed (``provider_session``, ``how``:
 #               startup | resume | clear | compact)

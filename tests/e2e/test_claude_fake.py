@@ -227,3 +227,47 @@ def test_a_slow_start_and_a_crash(node: Node, tmp_path: Path, project: Path) -> 
     gone = node.wait_state(crashed["id"], "dormant")
     assert gone["last_exit"]["code"] == 1
     activity(node, slow["id"], "ready")
+
+
+def _said(path: Path) -> list[Any]:
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r["message"]["content"] for r in lines if r["type"] == "user"]
+
+
+def test_a_fork_stopped_before_its_first_message_is_still_the_copy(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    """claude writes a fork's file with its first message: a fork stopped before one is resumed
+    by forking again under its id, so its conversation still begins as the source's."""
+    node.up()
+    node.run("spawn", "claude", "--name", "cc", "--cwd", str(project), *claude_env(tmp_path))
+    activity(node, "cc", "ready")
+    node.run("prompt", "cc", "hello roost")
+    node.wait_screen("cc", "You said: hello roost")
+    source = node.record("cc")["provider_session"]
+    node.run("stop", "cc")
+    source_file = transcript(tmp_path, project, source)
+    kept = source_file.read_bytes()
+
+    fork = node.run("fork", "cc")["record"]
+    new = fork["provider_session"]
+    assert fork["name"] == "cc-fork" and new != source
+    node.wait_screen("cc-fork", "You said: hello roost")  # the copy, read back
+    activity(node, "cc-fork", "ready")
+    node.run("stop", "cc-fork")
+    assert not transcript(tmp_path, project, new).exists()  # no message yet: no file
+    resumed = node.run("resume", "cc-fork")["record"]
+    assert resumed["provider_session"] == new
+    node.wait_screen("cc-fork", "You said: hello roost")
+    activity(node, "cc-fork", "ready")
+    node.run("prompt", "cc-fork", "second")
+    node.wait_screen("cc-fork", "You said: second")
+    wait_for(
+        lambda: _said(transcript(tmp_path, project, new)) == ["hello roost", "second"],
+        15,
+        "the fork's file: the copy and its own turn",
+    )
+    verdicts = [e["data"] for e in node.run("events", "--id", fork["id"])["events"]]
+    outcomes = [(d.get("outcome"), d.get("fork")) for d in verdicts if "outcome" in d]
+    assert outcomes == [("resumed", source)] * 2
+    assert source_file.read_bytes() == kept

@@ -266,3 +266,47 @@ def test_roosts_deadlines_end_an_offline_turn_and_a_silent_one(
     silent = node.run("turn", quiet, "--wait", "--wait-timeout", "30")
     assert silent["turn"]["state"] == "failed"
     assert silent["turn"]["result"]["reason"] == "silence-deadline"
+
+
+# -- fork ----------------------------------------------------------------------------------------
+
+
+def test_a_fork_learns_a_thread_of_its_own_and_leaves_the_source_alone(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    """codex chooses the fork's id: roost learns it from the new rollout, verifies the fork
+    only then, and the source's rollout is only read."""
+    node.up()
+    rid = spawn(node, project, tmp_path)
+    activity(node, rid, "ready")
+    node.run("prompt", rid, "one")
+    source = identity(node, rid)
+    node.run("stop", rid)
+    kept = rollouts(tmp_path)[source].read_bytes()
+
+    fork = node.run("fork", rid, "--name", "f")["record"]
+    assert fork["provider_session"] is None  # codex picks it
+    new = identity(node, "f")
+    assert new != source and set(rollouts(tmp_path)) == {source, new}
+    verdicts = wait_for(lambda: events(node, fork["id"], "session.resume"), 15, "the verdict")
+    assert [(v["data"]["outcome"], v["data"]["fork"]) for v in verdicts] == [("resumed", source)]
+    node.wait_screen("f", "Hello from the fake codex: one")  # the copied history
+    activity(node, "f", "ready")
+    node.run("prompt", "f", "two")
+    node.wait_screen("f", "Hello from the fake codex: two")
+    wait_for(
+        lambda: user_messages(rollouts(tmp_path)[new]) == ["one", "two"], 15, "the fork's turn"
+    )
+    assert rollouts(tmp_path)[source].read_bytes() == kept
+
+    # stream mode: the fork's first turn is codex exec fork; thread.started names the new id
+    sid = spawn(node, project, tmp_path, mode="stream")
+    node.run("turn", sid, "alpha", "--wait")
+    stream_source = identity(node, sid)
+    node.run("fork", sid, "--name", "t")
+    done = node.run("turn", "t", "beta", "--wait")
+    assert done["turn"]["state"] == "completed", done
+    stream_new = identity(node, "t")
+    assert stream_new != stream_source
+    assert user_messages(rollouts(tmp_path)[stream_new]) == ["alpha", "beta"]
+    assert user_messages(rollouts(tmp_path)[stream_source]) == ["alpha"]

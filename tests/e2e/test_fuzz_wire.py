@@ -59,25 +59,10 @@ PROBE_DEADLINE_S = 2.0
 # the node (or the actor it called) not answering in time or not registered.
 BROKEN = frozenset({"internal"})
 DEGRADED = frozenset({"unreachable", "unavailable", "timeout"})
-# Methods the node serves, besides the client methods (supervisor reports: forbidden to clients).
-REPORTS = (
-    "node.session.attach",
-    "node.session.exited",
-    "node.session.failed",
-    "node.session.classified",
-    "node.session.identity",
-    "node.session.resume",
-)
-INTERNAL_METHODS = (
-    *REPORTS,
-    "state.record.list",
-    "state.events.append",
-    "state.op.put",
-    "adapter.launch",
-    "session.screen",
-    "hello",
-    "",
-)
+# Methods the node serves, besides the client methods (supervisor reports: forbidden to clients),
+# and every internal method, from the one table of methods; "hello" and "" are no method at all.
+REPORTS = tuple(n for n, m in p.METHODS.items() if not m.client and p.NODE in m.served_by)
+INTERNAL_METHODS = (*(n for n, m in p.METHODS.items() if not m.client), "hello", "")
 FIELDS = (
     "id",
     "text",

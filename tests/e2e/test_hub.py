@@ -570,3 +570,28 @@ def test_attach_through_the_hub(lab: Lab, project: Path) -> None:
         assert lines.proc.wait(10) == 0
     finally:
         lines.close()
+
+
+def test_usage_through_the_hub_is_a_nodes(lab: Lab, project: Path) -> None:
+    """``roost --hub ... --node N usage`` sums node N's figures; without ``--node`` the hub
+    names the flag."""
+    lab.run(
+        "spawn",
+        "echo",
+        "--mode",
+        "stream",
+        "--name",
+        "counted",
+        "--cwd",
+        str(project),
+        node="lab-a",
+    )
+    lab.run("turn", "counted", "hello", "--wait", node="lab-a")
+    alpha = lab.run("usage", node="lab-a")
+    assert [s["name"] for s in alpha["session"]] == ["counted"]
+    assert alpha["total"]["input"] == len("hello") and alpha["total"]["output"] == len(
+        "echo: hello"
+    )
+    assert lab.run("usage", node="lab-b")["session"] == []
+    refused = lab.error("usage")
+    assert refused["code"] == "bad-request" and refused["detail"]["field"] == "node"

@@ -92,6 +92,11 @@ TOOL_DONE = "Tool said hi."
 TOOL_COMMAND = "echo hi"
 PERM_COMMAND = "touch made_by_mock.txt"
 MODEL = "mock-model"
+# Usage every answer reports beside its input tokens (estimated from the request's size): fixed,
+# non-zero figures, so a test can tell each kind of token apart in what a CLI reports back.
+OUTPUT_TOKENS = 10
+CACHE_READ_TOKENS = 7
+CACHE_WRITE_TOKENS = 5
 LONG_WORDS = 2400
 LONG_END = "End of the long answer."
 
@@ -493,10 +498,11 @@ class _Handler(BaseHTTPRequestHandler):
             stop = "end_turn"
         usage = {
             "input_tokens": usage_in,
-            "output_tokens": 10,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            "output_tokens": OUTPUT_TOKENS,
+            "cache_creation_input_tokens": CACHE_WRITE_TOKENS,
+            "cache_read_input_tokens": CACHE_READ_TOKENS,
         }
+        self.server.api.reported("anthropic", self.headers, body, usage)
         message: JSON = {
             "id": msg_id,
             "type": "message",
@@ -553,7 +559,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {
                     "type": "message_delta",
                     "delta": {"stop_reason": stop, "stop_sequence": None},
-                    "usage": {"output_tokens": 10},
+                    "usage": {"output_tokens": OUTPUT_TOKENS},
                 },
                 "message_delta",
             )
@@ -590,11 +596,12 @@ class _Handler(BaseHTTPRequestHandler):
             }
         usage = {
             "input_tokens": _estimate_tokens(body),
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": 10,
+            "input_tokens_details": {"cached_tokens": CACHE_READ_TOKENS},
+            "output_tokens": OUTPUT_TOKENS,
             "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": _estimate_tokens(body) + 10,
+            "total_tokens": _estimate_tokens(body) + OUTPUT_TOKENS,
         }
+        self.server.api.reported("responses", self.headers, body, usage)
         response: JSON = {
             "id": resp_id,
             "object": "response",
@@ -660,9 +667,11 @@ class _Handler(BaseHTTPRequestHandler):
         created = int(time.time())
         usage = {
             "prompt_tokens": _estimate_tokens(body),
-            "completion_tokens": 10,
-            "total_tokens": _estimate_tokens(body) + 10,
+            "prompt_tokens_details": {"cached_tokens": CACHE_READ_TOKENS},
+            "completion_tokens": OUTPUT_TOKENS,
+            "total_tokens": _estimate_tokens(body) + OUTPUT_TOKENS,
         }
+        self.server.api.reported("chat", self.headers, body, usage)
         call: JSON | None = None
         if reply.tool:
             name, args = shell_call(tool_names(body), "chat", reply.command)
@@ -778,6 +787,7 @@ class ModelApi:
         self._log_path = Path(log_path) if log_path is not None else None
         self._lock = threading.Lock()
         self._requests: list[JSON] = []
+        self._usage: list[JSON] = []
         self._server = _Server(self, port)
         self._thread: threading.Thread | None = None
 
@@ -809,6 +819,25 @@ class ModelApi:
     def clear(self) -> None:
         with self._lock:
             self._requests.clear()
+            self._usage.clear()
+
+    def reported(self, api: str, headers: Any, body: JSON, usage: JSON) -> None:
+        """Keep the usage one answer reported (``api``: anthropic, responses or chat), with the
+        request's headers and whether it offered tools (a CLI's side requests, a title or a
+        quota check, offer none), for ``usage_reported``."""
+        entry = {
+            "api": api,
+            "headers": {k.lower(): v for k, v in headers.items()},
+            "tools": bool(body.get("tools")),
+        }
+        with self._lock:
+            self._usage.append({**entry, "usage": json.loads(json.dumps(usage))})
+
+    @property
+    def usage_reported(self) -> list[JSON]:
+        """The usage of every answer so far, oldest first: ``{api, headers, tools, usage}``."""
+        with self._lock:
+            return [dict(u) for u in self._usage]
 
     def _record(self, entry: JSON) -> None:
         with self._lock:

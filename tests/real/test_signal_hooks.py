@@ -187,7 +187,7 @@ def test_claudes_hooks_arrive_for_the_start_a_turn_and_a_permission_prompt(
     with running(argv, {**env, **channel.env()}, cwd) as agent:
         start = channel.wait("session", "the session start", how="startup")
         assert start["data"]["provider_session"] == session
-        assert (start["source"], start["event"]) == ("claude-hook", "SessionStart")
+        assert (start["source"], start["event"]) == ("hook", "SessionStart")
         agent.wait_screen("manual mode on")
         agent.type("hello")
         channel.wait("turn-start", "the prompt", provider_session=session)
@@ -259,7 +259,7 @@ def test_kimis_hooks_arrive_with_the_integration_in_place(
         agent.type("hello", KIMI_PAUSE)
         start = channel.wait("session", "the session start (at the first message)", how="startup")
         session = start["data"]["provider_session"]
-        assert session.startswith("session_") and start["source"] == "kimi-hook"
+        assert session.startswith("session_") and start["source"] == "hook"
         channel.wait("turn-start", "TurnStarted", provider_session=session)
         channel.wait("turn-end", "Stop", status="ok")
         agent.wait_screen("Hello from the mock.")

@@ -10,7 +10,8 @@ import pytest
 from roost.actors import adapter_host as adapters_host
 from roost.actors.adapter_host import AdapterActor
 from roost.actors.runtime.peer import Peer
-from roost.adapters.base import Launch, LaunchContext, SessionView
+from roost.adapters.base import Adapter, Classification, Launch, LaunchContext, SessionView
+from roost.adapters.evidence import Evidence
 from roost.wire import protocol as p
 from roost.wire.errors import RoostError
 
@@ -101,3 +102,88 @@ def test_an_echo_record_may_ask_for_its_text_inside_an_argument() -> None:
     assert plan["text_arg"] is None
     asked = asyncio.run(actor.turn(cast(p.Header, None), turn_body(env=env, text="-x")))
     assert "--print=-x" in asked["argv"]
+
+
+# -- fork ----------------------------------------------------------------------------------------
+
+SOURCES = {
+    "claude": "11111111-2222-4333-8444-555555555555",
+    "codex": "01a22acc-1207-7de3-a35d-56fcd1fb0061",
+    "kimi": "session_e2e5fa5d-2216-45bd-b742-506d61563be4",
+    "echo": "e-1",
+}
+
+
+@pytest.mark.parametrize("provider", sorted(SOURCES))
+def test_a_fork_s_first_turn_is_the_fork_and_its_plan_takes_any_text(provider: str) -> None:
+    from roost.adapters.registry import adapters
+
+    actor = AdapterActor(adapters()[provider], cast(Peer, Stub()))
+    source = SOURCES[provider]
+    # the fork's id as its launch plan assigned it (claude, echo), or none (codex, kimi choose it)
+    new = "0b6f1c7e-7d59-4f6c-9a53-2f0e4c1d8b21" if provider in ("claude", "echo") else None
+    body = turn_body(first=True, fork=source, provider_session=new)
+    plan = asyncio.run(actor.turn(cast(p.Header, None), body))
+    asked = asyncio.run(actor.turn(cast(p.Header, None), {**body, "text": "-x y"}))
+    assert (
+        "fork" in asked["argv"]
+        or "--fork-session" in asked["argv"]
+        or any(" fork " in arg for arg in asked["argv"])
+    )
+    assert source in asked["argv"] and asked["provider_session"] == new
+    argv = list(plan["argv"])
+    argv[plan["text_arg"]] = "-x y"
+    assert argv == asked["argv"]
+    later = asyncio.run(actor.turn(cast(p.Header, None), turn_body(fork=source, text="-x y")))
+    assert source not in later["argv"]  # only the first turn forks
+
+
+class Forkless(Adapter):
+    provider = "plain"
+
+    def fresh(self, ctx: LaunchContext) -> Launch:
+        return Launch(["sh"])
+
+    def resume(self, provider_session: str, ctx: LaunchContext) -> Launch:
+        return Launch(["sh", provider_session])
+
+    def classify(
+        self, screen: str, *, exited: bool, evidence: Evidence | None = None
+    ) -> Classification:
+        return Classification("ready")
+
+
+def test_a_provider_without_a_fork_says_so() -> None:
+    actor = AdapterActor(Forkless(), cast(Peer, Stub()))
+    with pytest.raises(RoostError) as err:
+        asyncio.run(actor.launch(cast(p.Header, None), {**CONTEXT, "fork": "s1"}))
+    assert err.value.code == "provider-cannot-fork" and err.value.detail == {"provider": "plain"}
+    with pytest.raises(RoostError) as err:
+        asyncio.run(actor.turn(cast(p.Header, None), turn_body(first=True, fork="s1", text="hi")))
+    assert err.value.code == "provider-cannot-fork"
+
+
+def test_a_fork_check_refuses_the_source_s_own_id() -> None:
+    from roost.adapters.registry import adapters
+
+    actor = AdapterActor(adapters()["echo"], cast(Peer, Stub()))
+    body = {"screen": "resumed n-1 (1 turns)\necho-ready> ", "samples": [], **CONTEXT}
+    same = asyncio.run(
+        actor.verify_resume(
+            cast(p.Header, None), {**body, "fork": "s-1", "provider_session": "s-1"}
+        )
+    )
+    assert same["outcome"] == "resume_failed" and "source" in same["detail"]
+    new = asyncio.run(
+        actor.verify_resume(
+            cast(p.Header, None), {**body, "fork": "s-1", "provider_session": "n-1"}
+        )
+    )
+    unknown = asyncio.run(actor.verify_resume(cast(p.Header, None), {**body, "fork": "s-1"}))
+    assert new["outcome"] == unknown["outcome"] == "resumed"  # the screen shows n-1
+    blank = {**body, "screen": "echo-ready> ", "fork": "s-1"}
+    undecided = asyncio.run(actor.verify_resume(cast(p.Header, None), blank))
+    assert undecided["outcome"] is None  # no id of its own known yet: not verified
+    shown_source = {**body, "screen": "resumed s-1 (1 turns)\necho-ready> ", "fork": "s-1"}
+    same = asyncio.run(actor.verify_resume(cast(p.Header, None), shown_source))
+    assert same["outcome"] == "resume_failed"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from roost.cli.board import PAD, Board, ago, fit, plain, short_path
+from roost.cli.board import PAD, Board, ago, fit, plain, short_path, usage_cell
 from roost.cli.tui_forms import spawn_body
 from roost.wire.errors import RoostError
 
@@ -187,3 +187,24 @@ def test_the_spawn_form_becomes_a_spawn_body_or_says_which_field_is_wrong() -> N
         with pytest.raises(RoostError) as err:
             spawn_body({**values, field: value})
         assert err.value.code == "bad-request" and err.value.detail == {"field": field}
+
+
+def test_the_usage_column_follows_the_events_and_gives_way_first() -> None:
+    board = Board()
+    used = {"input": 40000, "output": 2000, "cache_read": 6000, "cache_write": 200}
+    board.load([rec("r1", usage={**used, "cost_usd": 0.2134}), rec("r2", mode="stream")])
+    key1, key2 = board.visible()
+    row = dict(zip(board.columns(), board.row(key1, 200.0), strict=True))
+    assert row["USAGE"].plain == "48.2k $0.21"
+    assert dict(zip(board.columns(), board.row(key2, 200.0), strict=True))["USAGE"].plain == "-"
+    turn = {"status": "completed", "usage": {**used, "cost_usd": 0.01}}
+    board.touch(key2, {"kind": "session.turn", "ts": 150.0, "data": turn})
+    board.touch(key2, {"kind": "session.turn", "ts": 160.0, "data": turn})
+    assert usage_cell(board.entries[key2].record["usage"]) == "96.4k $0.02"
+    total = {"input": 5, "output": 1, "cache_read": 0, "cache_write": 0}
+    board.touch(key1, {"kind": "session.usage", "ts": 170.0, "data": {"total": total}})
+    board.update(rec("r1"))  # session.show's record has no usage: the last known stays
+    assert usage_cell(board.entries[key1].record["usage"]) == "6"
+    wide = [label for label, _ in board.layout([key1, key2], 200.0, 200)]
+    assert wide[-1] == "USAGE"
+    assert "USAGE" not in [label for label, _ in board.layout([key1, key2], 200.0, 80)]

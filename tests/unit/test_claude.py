@@ -481,6 +481,51 @@ def test_the_fakes_conversation_reads_as_the_real_one(
     assert "You said: make a file" in again.term.text()
 
 
+def test_fork_resumes_the_source_into_a_new_id_roost_assigns() -> None:
+    launch = ADAPTER.fork(SID, CTX)
+    new = launch.provider_session
+    assert new and new != SID and uuid.UUID(new).version == 4
+    assert launch.argv == ["claude", "--resume", SID, "--fork-session", "--session-id", new]
+    turn = ADAPTER.fork_turn(SID, None, "-x", CTX)
+    head = ["claude", "-p", "--output-format", "stream-json", "--verbose"]
+    assigned = turn.provider_session
+    assert assigned and assigned != SID
+    assert turn.argv == [
+        *head,
+        "--resume",
+        SID,
+        "--fork-session",
+        "--session-id",
+        assigned,
+        "--",
+        "-x",
+    ]
+    with pytest.raises(RoostError) as err:
+        ADAPTER.fork("my session", CTX)
+    assert err.value.code == "bad-request"
+
+
+def test_a_fork_resumed_before_its_first_message_forks_again_under_its_id(tmp_path: Path) -> None:
+    """claude writes a fork's file at its first message: until then a resume of the fork would
+    find no conversation, so it is forked again, keeping the record's id."""
+    ctx = LaunchContext(
+        cwd="/p", mode="pty", env={"CLAUDE_CONFIG_DIR": str(tmp_path)}, data_dir="/d"
+    )
+    new = "0b6f1c7e-7d59-4f6c-9a53-2f0e4c1d8b21"
+    again = ADAPTER.resume_fork(new, SID, ctx)
+    assert again.argv == ["claude", "--resume", SID, "--fork-session", "--session-id", new]
+    assert again.provider_session == new
+    (tmp_path / "projects" / "-p").mkdir(parents=True)
+    (tmp_path / "projects" / "-p" / f"{new}.jsonl").write_text("{}\n")
+    assert ADAPTER.resume_fork(new, SID, ctx).argv == ["claude", "--resume", new]
+    home = ClaudeAdapter({"HOME": str(tmp_path / "u")})  # no CLAUDE_CONFIG_DIR: ~/.claude
+    plain = LaunchContext(cwd="/p", mode="pty", env={}, data_dir="/d")
+    assert "--fork-session" in home.resume_fork(new, SID, plain).argv
+    (tmp_path / "u" / ".claude" / "projects" / "-p").mkdir(parents=True)
+    (tmp_path / "u" / ".claude" / "projects" / "-p" / f"{new}.jsonl").write_text("{}\n")
+    assert home.resume_fork(new, SID, plain).argv == ["claude", "--resume", new]
+
+
 # -- the per-record settings file: hooks and the status line ---------------------------------------
 
 

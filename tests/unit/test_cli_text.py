@@ -200,3 +200,36 @@ def test_progress_on_a_terminal_counts_and_is_erased() -> None:
     text = out.getvalue()
     assert "waiting for the node to start (1 s)" in text and "(2 s)" in text
     assert text.count("(1 s)") == 1 and text.endswith("\r\x1b[K")
+
+
+def test_usage_texts() -> None:
+    from roost.cli.texts import usage_text
+    from roost.cli.usage import usage_lines
+
+    used = {"input": 5198, "output": 20, "cache_read": 14, "cache_write": 10, "cost_usd": 0.0212}
+    assert usage_text(used) == "5.2k in · 20 out · $0.0212"
+    assert usage_text({**used, "cost_usd": None}) == "5.2k in · 20 out"
+    assert usage_text(None) == ""
+    doc = {
+        "total": used,
+        "session": [{"record": "r1", "name": None, "provider": "claude", "usage": used}],
+        "provider": [{"provider": "claude", "usage": used}],
+        "day": [{"day": "2026-12-03", "usage": {**used, "cost_usd": None}}],
+    }
+    lines = usage_lines(doc)
+    assert lines[0].split() == [
+        "by",
+        "session",
+        "input",
+        "cache",
+        "rd",
+        "cache",
+        "wr",
+        "output",
+        "cost",
+        "USD",
+    ]
+    assert lines[1].split() == ["r1", "5198", "14", "10", "20", "0.0212"]  # no name: the id
+    day = next(line for line in lines if "2026-12-03" in line)
+    assert day.split()[-1] == "-"  # a day with no cost reported
+    assert lines[-1].split() == ["total", "5198", "14", "10", "20", "0.0212"]

@@ -301,6 +301,8 @@ def test_a_plain_answer() -> None:
         "is_error": False,
         "error": None,
         "completed": True,
+        # turn.completed's usage: 10 input tokens (none cached), 5 output
+        "usage": {"input": 10, "output": 5, "cache_read": 0, "cache_write": 0},
     }
 
 
@@ -602,3 +604,22 @@ def parse_lines(text: str) -> dict[str, Any]:
     for line in text.splitlines():
         facts.update(ADAPTER.parse(line, "stdout")[1])
     return facts
+
+
+def test_fork_is_codex_s_own_and_the_new_id_is_discovered() -> None:
+    src = "01a22acc-1207-7de3-a35d-56fcd1fb0061"
+    launch = ADAPTER.fork(src, CTX)
+    assert launch.argv == ["codex", "fork", src, "--no-daemon"]
+    assert launch.provider_session is None  # codex chooses it
+    turn = ADAPTER.fork_turn(src, None, "-x", CTX)
+    assert turn.argv == [
+        "codex",
+        "exec",
+        "fork",
+        src,
+        "--json",
+        "--skip-git-repo-check",
+        "--",
+        "-x",
+    ]
+    assert turn.provider_session is None

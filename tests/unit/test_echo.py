@@ -257,3 +257,50 @@ def test_the_agent_reads_its_terminal_byte_by_byte_and_edits_the_line(tmp_path: 
         tmp_path / "c", [long.encode() + b"\r", b"\x04"], ROOST_ECHO_CANONICAL="1"
     )
     assert canonical == [long[:4095]]  # what the terminal kept of it
+
+
+# -- fork ----------------------------------------------------------------------------------------
+
+
+def test_fork_argv_assigns_a_new_identity() -> None:
+    launch = EchoAdapter().fork("src-1", CTX)
+    new = launch.provider_session
+    assert new and new != "src-1"
+    assert launch.argv == agent_argv("--resume", "src-1", "--fork-session", "--session-id", new)
+    turn = EchoAdapter().fork_turn("src-1", "n-2", "hi", CTX)
+    head = agent_argv("-p", "hi", "--output-format", "stream-json")
+    assert turn.argv == [*head, "--resume", "src-1", "--fork-session", "--session-id", "n-2"]
+    assert turn.provider_session == "n-2"
+
+
+def test_a_fork_copies_the_history_and_leaves_the_source_as_it_was(tmp_path: Path) -> None:
+    run_agent(tmp_path, "--session-id", "s1", stdin="one\ntwo\n")
+    source = tmp_path / "sessions" / "s1.jsonl"
+    kept = source.read_bytes()
+    result = run_agent(
+        tmp_path, "--resume", "s1", "--fork-session", "--session-id", "f1", stdin="three\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "forked s1 into f1" in result.stdout and "resumed f1 (2 turns)" in result.stdout
+    turns = [
+        json.loads(x)["user"] for x in (tmp_path / "sessions" / "f1.jsonl").read_text().splitlines()
+    ]
+    assert turns == ["one", "two", "three"]
+    assert source.read_bytes() == kept
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--resume", "missing", "--fork-session"], "no session 'missing' to fork"),
+        (["--resume", "s1", "--fork-session", "--session-id", "s1"], "cannot be the fork"),
+    ],
+)
+def test_a_fork_of_nothing_or_onto_a_taken_id_fails(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    run_agent(tmp_path, "--session-id", "s1", stdin="one\n")
+    kept = (tmp_path / "sessions" / "s1.jsonl").read_bytes()
+    result = run_agent(tmp_path, *args, stdin="hi\n")
+    assert result.returncode == 2 and said in result.stderr
+    assert (tmp_path / "sessions" / "s1.jsonl").read_bytes() == kept

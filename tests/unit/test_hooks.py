@@ -122,11 +122,11 @@ def test_a_signal_is_addressed_from_the_environment(tmp_path: Path) -> None:
     sig = sender.signal_of("claude", doc, env_for(tmp_path / "s"), seq=7)
     assert sig is not None
     assert (sig["record"], sig["generation"], sig["seq"]) == ("r0123456789", 4, 7)
-    assert (sig["source"], sig["kind"], sig["event"]) == ("claude-hook", "turn-end", "Stop")
+    assert (sig["source"], sig["kind"], sig["event"]) == ("hook", "turn-end", "Stop")
     line = fixture("claude-statusline")
     status = sender.signal_of("claude-statusline", line, env_for(tmp_path), 1)
     assert status is not None and status["event"] == "statusLine"
-    assert status["source"] == "claude-statusline"
+    assert status["source"] == "statusline"
     assert sender.signal_of("claude", doc, env_for(tmp_path, generation="x"), 1) is None
 
 
@@ -273,7 +273,7 @@ def test_a_hook_s_datagram_is_the_wire_s_byte_for_byte(data: dict[str, Any]) -> 
         "record": "r0123456789",
         "generation": 2,
         "seq": 123456789012345,
-        "source": "kimi-hook",
+        "source": "hook",
         "kind": "attention",
         "at": 1796323562.68,
         "data": data,

@@ -26,6 +26,7 @@ from roost.adapters.base import (
     SHELL,
     STARTING,
     LaunchContext,
+    verify_fork,
 )
 from roost.adapters.evidence import Evidence, ProcessInfo
 from roost.adapters.kimi import KimiAdapter, work_dir_key
@@ -560,3 +561,57 @@ def test_the_fake_unauthenticated_and_crashing(proj: Path, home: Path) -> None:
     assert done.returncode == 1 and lines == lines[:1]  # system.version, then nothing
     done, _ = run_fake(proj, home, "--output-format", "stream-json")
     assert done.returncode == 1 and "only supported in prompt mode" in done.stderr
+
+
+# -- fork ----------------------------------------------------------------------------------------
+
+NEW = "session_0b6f1c7e-7d59-4f6c-9a53-2f0e4c1d8b21"
+FAKE_KIMI = f"""#!/bin/sh
+if [ "$1" = fork ]; then
+  [ "$2" = {SID} ] || {{ echo "Session \\"$2\\" not found." >&2; exit 1; }}
+  echo 'Forked to {NEW} ("Fork: {SID}") in 12ms'
+  exit 0
+fi
+printf 'ran:'; for a in "$@"; do printf ' [%s]' "$a"; done; echo
+"""
+
+
+def _fake_kimi(tmp_path: Path) -> LaunchContext:
+    program = tmp_path / "kimi"
+    program.write_text(FAKE_KIMI)
+    program.chmod(0o755)
+    return LaunchContext(cwd="/p", mode="pty", env={"ROOST_KIMI_BIN": str(program)}, data_dir="/d")
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+
+
+def test_fork_runs_kimi_fork_then_opens_the_id_it_printed(tmp_path: Path) -> None:
+    ctx = _fake_kimi(tmp_path)
+    launch = ADAPTER.fork(SID, ctx)
+    assert launch.provider_session is None  # read from the screen once kimi shows it
+    done = _run(launch.argv)
+    assert done.returncode == 0 and done.stdout == f"ran: [-S] [{NEW}]\n"  # no "Forked to"
+    text = 'it\'s "quoted" $HOME `x`'
+    turn = _run(ADAPTER.fork_turn(SID, None, text, ctx).argv)
+    want = f"ran: [-p] [{text}] [--output-format] [stream-json] [-S] [{NEW}]\n"
+    assert turn.returncode == 0 and turn.stdout == want
+
+
+def test_a_fork_kimi_refuses_ends_with_its_message(tmp_path: Path) -> None:
+    ctx = _fake_kimi(tmp_path)
+    other = "session_11111111-2222-4333-8444-555555555555"
+    done = _run(ADAPTER.fork(other, ctx).argv)
+    assert done.returncode == 1 and "not found" in done.stderr and "ran:" not in done.stdout
+    with pytest.raises(RoostError) as err:
+        ADAPTER.fork("$(reboot)", ctx)  # only kimi's own ids
+    assert err.value.code == "bad-request"
+
+
+def test_a_fork_showing_the_source_s_id_failed() -> None:
+    shown = capture("kimi-mock-resume.txt")  # the welcome box shows SID
+    same = verify_fork(ADAPTER, shown, SID, None, [])
+    assert same.outcome == "resume_failed" and "source" in same.detail
+    other = verify_fork(ADAPTER, shown, "session_11111111-2222-4333-8444-555555555555", None, [])
+    assert other.outcome == "resumed"

@@ -102,3 +102,20 @@ def test_refusals_write_nothing_and_name_no_path(tmp_path: Path) -> None:
 )
 def test_path_semantics(path: str, kind: str | None) -> None:
     assert schema.path_semantics(path) == kind
+
+
+def test_schema_6_adds_usage_to_a_schema_5_database(tmp_path: Path) -> None:
+    from roost.actors.state import ledger
+    from roost.wire import usage as u
+
+    path = _copy(FIXTURES / "state-v5.db", tmp_path)
+    conn, _ = db.open_db(path, None)
+    try:
+        record = db.list_records(conn)[0].to_wire()
+        assert ledger.totals(conn) == {}
+        ledger.insert(conn, record, u.make(3, 4, cost=0.5), source="stream", turn="t1")
+        assert ledger.advance(conn, record["id"], "kimi-wire:s", u.make(5)) == u.make(5)
+        assert ledger.totals(conn) == {record["id"]: u.make(3, 4, cost=0.5)}
+    finally:
+        conn.close()
+    assert path.with_name("state.db.v5.bak").exists()

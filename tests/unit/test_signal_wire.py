@@ -16,7 +16,7 @@ def signal(**over: object) -> s.Signal:
         "record": "r0123456789",
         "generation": 3,
         "seq": 7,
-        "source": "claude-hook",
+        "source": "hook",
         "kind": "turn-end",
         "at": 1.5,
         "data": {"status": "ok"},

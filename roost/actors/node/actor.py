@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from roost.actors.node import backup, checkup
+from roost.actors.node import backup, checkup, forking, usage
 from roost.actors.node import worktrees as wt
 from roost.actors.node.control import TURN_TOPIC, Control
 from roost.actors.node.inputs import Inputs
@@ -40,6 +40,20 @@ log = structlog.get_logger("roost.node")
 
 QUIESCE_S = 2.0  # a stop waits at most this long for the inputs being accepted
 REATTACH_WAIT_S = 6.0  # a supervisor re-registers within ~2 heartbeats of a node restart
+
+
+def _known_provider(provider: str) -> None:
+    """``unknown-provider``, naming the known ones (a provider the configuration file no longer
+    defines is not one)."""
+    known = names()
+    if provider not in known:
+        hint = did_you_mean(close_matches(provider, known))
+        raise RoostError(
+            "unknown-provider",
+            f"no adapter for provider {provider!r}{'; ' + hint if hint else ''} "
+            f"(known: {', '.join(sorted(known))})",
+            {"provider": provider, "known": sorted(known)},
+        )
 
 
 class NodeActor:
@@ -76,6 +90,7 @@ class NodeActor:
             "node.status": self.status,
             "node.shutdown": self.shutdown,
             "node.doctor": checkup.handler(peer),
+            "node.usage": usage.handler(peer),
             "node.backup": backup.handler(peer),
             "node.claim": control.node_claim,
             "node.release": control.node_release,
@@ -92,6 +107,7 @@ class NodeActor:
             "session.rename": self.rename,
             "session.stop": self.stop,
             "session.resume": self.resume,
+            "session.fork": self.fork,
             "session.forget": self.forget,
             "session.restore": restorer.handle,
             "session.transcript": self.transcript,
@@ -107,6 +123,7 @@ class NodeActor:
             "node.session.classified": self._report(reports.on_classified),
             "node.session.identity": self._report(reports.on_identity),
             "node.session.resume": self._report(reports.on_resume),
+            "node.session.usage": self._report(reports.on_usage, locked=False),
         }
         peer.handlers.update(control.guarded(handlers))
 
@@ -294,15 +311,7 @@ class NodeActor:
         env = f.str_map(body, "env")
         rows = f.opt_int(body, "rows", lo=2, hi=1000) or 40
         cols = f.opt_int(body, "cols", lo=2, hi=1000) or 120
-        known = names()
-        if provider not in known:
-            hint = did_you_mean(close_matches(provider, known))
-            raise RoostError(
-                "unknown-provider",
-                f"no adapter for provider {provider!r}{'; ' + hint if hint else ''} "
-                f"(known: {', '.join(sorted(known))})",
-                {"provider": provider, "known": sorted(known)},
-            )
+        _known_provider(provider)
         if f"adapter/{provider}" not in self._registered():  # known, but its host is restarting
             raise RoostError(
                 "unavailable", f"the {provider} adapter is restarting", {"provider": provider}
@@ -355,6 +364,8 @@ class NodeActor:
     async def show(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record = await self.sessions.find(f.req_str(body, "id"))
         reply: dict[str, Any] = {"record": record.to_wire()}
+        used = await self.peer.call("state", "state.usage.totals", {"records": [record.id]})
+        reply["usage"] = used["totals"].get(record.id)
         if f.opt_bool(body, "screen"):
             reply["screen"] = None
             if record.state in (r.LIVE, r.ATTENTION):
@@ -390,10 +401,25 @@ class NodeActor:
     async def resume(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         async with self._locked(f.req_str(body, "id")) as record:
             r.check_resume(record)
+            _known_provider(record.provider)  # a provider the config file no longer defines
             _existing_dir(record.cwd)  # resumed in its original cwd, or not at all
             env = await self.sessions.env(record.id)
             live = await self.sessions.launch(record, env, resume=record.provider_session)
         return {"record": live.to_wire()}
+
+    async def fork(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        name = f.opt_str(body, "name", max_len=128)
+        name = r.validate_name(name) if name else None
+        async with self._locked(f.req_str(body, "id")) as source:
+            _known_provider(source.provider)  # a provider the config file no longer defines
+            if f"adapter/{source.provider}" not in self._registered():
+                raise RoostError(
+                    "unavailable",
+                    f"the {source.provider} adapter is restarting",
+                    {"provider": source.provider},
+                )
+            fork = await forking.prepare(self.sessions, source, name, _existing_dir)
+        return await forking.launch(self.sessions, fork)  # the source's lock is not held
 
     async def forget(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         remove = f.opt_bool(body, "remove_worktree")

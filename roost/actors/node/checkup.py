@@ -11,7 +11,7 @@ from typing import Any
 
 from roost.actors.runtime.caller import Caller
 from roost.actors.runtime.peer import Handler
-from roost.providers import vendors
+from roost.providers import defined, vendors
 from roost.wire import protocol as p
 from roost.wire.errors import RoostError
 
@@ -28,10 +28,11 @@ async def _one(peer: Caller, provider: str) -> dict[str, Any]:
 
 
 def handler(peer: Caller) -> Handler:
-    """The request handler: ``{"providers": [report, ...]}`` in ``vendors()`` order."""
+    """The request handler: ``{"providers": [report, ...]}`` in ``vendors()`` order, then the
+    providers the configuration file defines."""
 
     async def doctor(h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        found = await asyncio.gather(*(_one(peer, prov) for prov in vendors()))
+        found = await asyncio.gather(*(_one(peer, prov) for prov in (*vendors(), *defined())))
         return {"providers": list(found)}
 
     return doctor

@@ -58,7 +58,7 @@ from roost.client.locate import (
 )
 from roost.config import Config, config_path, load
 from roost.interpreter import python_module
-from roost.providers import built_in, vendors
+from roost.providers import built_in, define, defined, vendors
 from roost.wire import protocol as p
 from roost.wire.errors import RoostError, write_refused
 from roost.wire.limits import check_limit
@@ -83,6 +83,7 @@ class Daemon:
     ) -> None:
         self.state_dir, self.node_id, self.token = state_dir, node_id, token
         self.config = cfg or Config(*config_path())
+        define(self.config.defined_providers())  # spawn knows the providers the file defines
         self.actor_token = load_or_create_secret(state_dir / ACTOR_TOKEN_FILE)
         self.incarnation = uuid.uuid4().hex[:12]
         self.runtime = runtime_dir(state_dir)
@@ -155,7 +156,7 @@ class Daemon:
         for name in ("state",):
             actors[name]["registered"] = self.broker.registry.lookup(name) is not None
         # an adapter is only as usable as its CLI: say when it is missing
-        for provider in vendors():
+        for provider in (*vendors(), *defined()):
             if f"adapter/{provider}" in actors:
                 actors[f"adapter/{provider}"].update(binary(provider, self.config, os.environ))
         return {

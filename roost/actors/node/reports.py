@@ -218,6 +218,18 @@ class Reports:
             waiting.set_result(verdict)
         return {"ok": True}
 
+    async def on_usage(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The provider session's running usage totals (``{source, totals, provider_session?,
+        turn?}``): the state store keeps what is new since the last report."""
+        record = await self._current(body)
+        keys = ("source", "totals", "provider_session", "turn")
+        query = {k: body[k] for k in keys if body.get(k) is not None}
+        return await self.sessions.peer.call(
+            "state",
+            "state.usage.add",
+            {**query, "record": record.id, "generation": record.generation},
+        )
+
     async def _current(self, body: dict[str, Any]) -> Record:
         record = await self.sessions.find(str(body.get("record")))
         if body.get("generation") != record.generation:

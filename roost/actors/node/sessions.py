@@ -128,10 +128,13 @@ class Sessions:
 
     # -- launching -----------------------------------------------------------------------------
 
-    async def plan(self, record: Record, env: dict[str, str], *, resume: str | None) -> TurnPlan:
+    async def plan(
+        self, record: Record, env: dict[str, str], *, resume: str | None, fork: str | None = None
+    ) -> TurnPlan:
         """The adapter's launch plan (argv, env, identity); it refuses ``provider-missing`` when
-        the CLI's program is not there. A spawn asks before its record exists, so a refusal
-        leaves nothing behind (no record to hold the name)."""
+        the CLI's program is not there (``provider-cannot-fork`` for a fork the CLI has not). A
+        spawn or fork asks before its record exists, so a refusal leaves nothing behind (no
+        record to hold the name)."""
         plan = await self.peer.call(
             f"adapter/{record.provider}",
             "adapter.launch",
@@ -140,6 +143,7 @@ class Sessions:
                 "cwd": record.cwd,
                 "env": env,
                 "resume": resume,
+                **({"fork": fork} if fork else {}),
                 "data_dir": str(self.state_dir / "providers" / record.provider),
                 "session_dir": str(self.state_dir / "sessions" / record.id),
             },
@@ -153,19 +157,25 @@ class Sessions:
         *,
         resume: str | None,
         plan: TurnPlan | None = None,
+        fork: str | None = None,
     ) -> Record:
-        """Start a new generation of ``record`` and wait until its supervisor attaches."""
+        """Start a new generation of ``record`` and wait until its supervisor attaches;
+        ``fork``: its first launch copies that provider session's conversation."""
+        if resume and fork is None:  # a fork's record: its CLI may need the source again
+            fork = await self.fork_origin(record)
         if plan is None:
-            plan = await self.plan(record, env, resume=resume)
+            plan = await self.plan(record, env, resume=resume, fork=fork)
         instance = uuid.uuid4().hex[:12]
         generation = record.generation + 1
         started = bool(resume)
         if resume and record.mode == "stream":  # a stream conversation exists once a turn ran
             latest = await self.peer.call("state", "state.turn.latest", {"record": record.id})
-            started = latest["turn"] is not None
+            started = latest["turn"] is not None  # a fork's first turn forks, even resumed
         identity = plan.get("provider_session") or record.provider_session
         spec = self._spec(record, plan, env, instance, started, generation, identity)
         write_launch_files(session_dir(self.state_dir, record.id), plan.get("files") or {})
+        if fork:
+            spec["fork"] = fork
         path = self.launcher.prepare(spec)
         # the launch is durable before any supervisor can exist: a node that comes up after this
         # one died knows the instance, and adopts its supervisor or withdraws its spec file
@@ -249,6 +259,20 @@ class Sessions:
             activity=seen,
             attention=unserved or current.attention,
         )
+
+    async def fork_origin(self, record: Record) -> str | None:
+        """The provider session a record was forked from (its ``record.created`` event says),
+        or None. A fork resumed before its first turn still makes its copy: in stream mode at
+        that turn, in pty mode as the adapter's ``resume_fork`` says."""
+        page = await self.peer.call(
+            "state", "state.events.since", {"after": 0, "limit": 1, "record": record.id}
+        )
+        for event in page.get("events") or ():
+            if event.get("kind") == "record.created":
+                origin = (event.get("data") or {}).get("fork") or {}
+                found = origin.get("provider_session")
+                return found if isinstance(found, str) else None
+        return None
 
     async def _failed(self, record: Record, error: dict[str, Any], *, fresh: bool) -> None:
         """A launch that failed: the record is ``failed`` with the error. A fresh spawn's record

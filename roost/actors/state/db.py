@@ -119,7 +119,9 @@ def list_records(conn: sqlite3.Connection) -> list[Record]:
 
 
 def delete_record(conn: sqlite3.Connection, record_id: str) -> None:
+    """The record goes; its usage rows stay (``roost usage`` still counts them)."""
     conn.execute("DELETE FROM records WHERE id=?", (record_id,))
+    conn.execute("DELETE FROM usage_marks WHERE record_id=?", (record_id,))
 
 
 # -- workspaces --------------------------------------------------------------------------------

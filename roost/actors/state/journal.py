@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from roost.actors.runtime.peer import Serving
-from roost.actors.state import db
+from roost.actors.state import db, ledger
 from roost.actors.state.records import ACTIVE_STATES
 from roost.actors.state.writer import Writer
 from roost.wire import fields as f
@@ -129,6 +129,13 @@ class Journal:
         turn = db.get_turn(self.store.conn, turn_id)
         if turn is None or not db.end_turn(self.store.conn, turn_id, state, result):
             return {"ended": False, "turn": turn}, []
+        if (used := ledger.turn_usage(result)) is not None:
+            record = db.get_record(self.store.conn, turn["record"]).to_wire()
+            session = result.get("provider_session") or record.get("provider_session")
+            ledger.insert(
+                self.store.conn, record, used, source="stream", turn=turn_id,
+                provider_session=session if isinstance(session, str) else None,
+            )  # fmt: skip
         if turn["op"]:
             op_state = "interrupted" if state == "interrupted" else "terminal"
             op = db.get_op(self.store.conn, turn["op"]) or {

@@ -70,6 +70,24 @@ MIGRATE_5 = """
 ALTER TABLE events ADD COLUMN packed BLOB;
 """
 
+# v6: tokens and cost. One row per figure a provider reported (a stream turn's result, or the
+# part of a session's running total that is new since the last report), kept after its record is
+# forgotten (``name`` and ``provider`` as they were); a session's running totals as last
+# reported, per source, so a report repeated or re-sent adds nothing.
+MIGRATE_6 = """
+CREATE TABLE usage (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, record_id TEXT NOT NULL, name TEXT,
+  provider TEXT NOT NULL, provider_session TEXT, turn_id TEXT, source TEXT NOT NULL,
+  ts REAL NOT NULL, input INTEGER NOT NULL, output INTEGER NOT NULL,
+  cache_read INTEGER NOT NULL, cache_write INTEGER NOT NULL, cost_usd REAL);
+CREATE UNIQUE INDEX usage_turn ON usage(turn_id) WHERE source = 'stream';
+CREATE INDEX usage_record ON usage(record_id);
+CREATE INDEX usage_ts ON usage(ts);
+CREATE TABLE usage_marks (
+  record_id TEXT NOT NULL, key TEXT NOT NULL, totals BLOB NOT NULL, updated REAL NOT NULL,
+  PRIMARY KEY (record_id, key));
+"""
+
 
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def run(conn: sqlite3.Connection) -> None:
@@ -86,6 +104,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     3: _script(MIGRATE_3),
     4: _script(MIGRATE_4),
     5: _script(MIGRATE_5),
+    6: _script(MIGRATE_6),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -31,9 +31,10 @@ from roost.actors.runtime.process import (
     setup_logging,
     watch_lifeline,
 )
-from roost.actors.state import db, integrity, retention
+from roost.actors.state import db, integrity, ledger, retention
 from roost.actors.state.backup import Backup
 from roost.actors.state.journal import Journal, check_events, check_op
+from roost.actors.state.ledger import Ledger
 from roost.actors.state.records import Record
 from roost.actors.state.retention import Retention
 from roost.actors.state.storage import Storage
@@ -104,6 +105,7 @@ class StateStore:
             "state.events.append_each": self._events_append_each,
             "state.events.since": self._events_since,
             **Journal(self).handlers(),
+            **Ledger(self).handlers(),
         }
         if (directory := db_directory(conn)) is not None:  # in memory: nothing to copy
             handlers["state.backup"] = Backup(directory / "state.db").handle
@@ -292,7 +294,12 @@ class StateStore:
         return {"record": record.to_wire(), "env": record.env}
 
     async def _record_list(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
-        return {"records": [r.to_wire() for r in db.list_records(self.conn)]}
+        used = ledger.totals(self.conn)
+        return {
+            "records": [
+                {**r.to_wire(), "usage": used.get(r.id)} for r in db.list_records(self.conn)
+            ]
+        }
 
     async def _record_delete(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         record_id = f.req_str(body, "id")

@@ -44,10 +44,12 @@ from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.actors.supervisor.pty_backend import ExitStatus
 from roost.actors.supervisor.terminal import Terminal, Transcript
 from roost.actors.supervisor.turns import TurnRunner
+from roost.actors.supervisor.usage import UsageWatch
 from roost.wire import fields as f
 from roost.wire import protocol as p
 from roost.wire.errors import RoostError
 from roost.wire.messages import LaunchSpec, OutboxEntry
+from roost.wire.signals import Signal
 
 log = structlog.get_logger("roost.supervisor")
 
@@ -83,6 +85,7 @@ class Supervisor:
         self.checks = IdentityAndResume(self)
         self.classifier = ScreenClassifier(self)
         self.keyboard = Keyboard(self)
+        self.usage = UsageWatch(self)
         handlers = {
             **self.keyboard.handlers(),
             "session.resize": self.on_resize,
@@ -112,6 +115,7 @@ class Supervisor:
         if self.spec["mode"] == "stream":
             self.turns = TurnRunner(self.peer, self.outbox, self.spec, self.term, self.transcript)
             self.turns.on_idle = self.keyboard.update_gate
+            self.turns.on_end = self.usage.soon
             self.turns.prefetch()
             return
         self.agent = PtyAgent(self.spec, self._on_output, self._on_exit)
@@ -226,6 +230,13 @@ class Supervisor:
             self.classification = result
             self.keyboard.update_gate()  # closed before anyone can see a login screen's verdict
             self.report("node.session.classified", {"classification": result})
+            if result.get("state") != "busy":  # a turn ended, or a question: the files have it
+                self.usage.soon()
+
+    def on_usage(self, signal: Signal) -> None:
+        """A ``usage`` signal (the signal channel's handler for that kind): claude's
+        statusline's cost so far, and a read of the CLI's files for the tokens."""
+        self.usage.on_signal(signal)
 
     def prompted(self) -> None:
         self.classifier.prompted()
@@ -238,10 +249,12 @@ class Supervisor:
 
     def learn(self, provider_session: str) -> None:
         """The provider's own session id became known (a screen, its files, or a turn's line)."""
-        if provider_session == self.identity:
+        if provider_session == self.identity or self.checks.refuse_identity(provider_session):
             return
         self.identity = self.spec["provider_session"] = provider_session
         self.report("node.session.identity", {"provider_session": provider_session})
+        if self.turns is None:  # a pty turn may have ended before the id was known
+            self.usage.soon()
         if self.turns is not None:  # the next turn resumes it: its command is asked again
             self.turns.relearnt()
 
@@ -373,6 +386,7 @@ async def serve(spec: LaunchSpec, stop: asyncio.Event) -> None:
     await stop.wait()
     await supervisor.shutdown(grace=2.0)
     supervisor.classifier.close()
+    supervisor.usage.close()
     supervisor.fanout.close()
     await tasks.cancel()
     supervisor.transcript.close()

@@ -23,6 +23,7 @@ import structlog
 from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor import probe
 from roost.actors.supervisor.host import Session
+from roost.adapters.base import SAME_ID
 from roost.wire.errors import RoostError
 
 log = structlog.get_logger("roost.checks")
@@ -40,17 +41,42 @@ class IdentityAndResume:
         self._tasks: set[asyncio.Task[None]] = set()
         self.verdict = asyncio.Event()  # set once a resume has its verdict (or needs none)
         self._checking = False
+        self._refused = False  # a fork's source id came back (reported once)
         self._exited = asyncio.Event()
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         if self.sup.identity is None:
             self._keep(loop.create_task(self._identity_loop()))
-        if self.sup.spec.get("resume") and self.sup.identity:
+        if (self.sup.spec.get("resume") and self.sup.identity) or self.fork:
             self._checking = True
             self._keep(loop.create_task(self._verify_loop()))
         else:
             self.verdict.set()
+
+    @property
+    def fork(self) -> str | None:
+        """A fork's source provider session (None: not a fork)."""
+        return self.sup.spec.get("fork")
+
+    def refuse_identity(self, found: str) -> bool:
+        """True when ``found`` may not be this session's id: a fork's source's own id (the CLI
+        continued the source instead of copying it), which is reported as the fork's failure
+        and never adopted."""
+        if not self.fork or found != self.fork:
+            return False
+        if not self._refused:
+            self._refused = True
+            log.warning("fork-same-identity", record=self.sup.record_id)
+            self._report(
+                {"outcome": "resume_failed", "reason": "resume-unverified", "detail": SAME_ID}
+            )
+        return True
+
+    def _report(self, verdict: dict[str, Any]) -> None:
+        if self.fork:
+            verdict = {**verdict, "fork": self.fork}
+        self.sup.report("node.session.resume", {"verdict": verdict})
 
     @property
     def pending(self) -> bool:
@@ -121,7 +147,11 @@ class IdentityAndResume:
         samples: deque[dict[str, Any]] = deque(maxlen=2)
         deadline = asyncio.get_running_loop().time() + VERIFY_DEADLINE_S
         verdict: dict[str, Any] = {"outcome": None}
-        while asyncio.get_running_loop().time() < deadline and not verdict.get("outcome"):
+        while (
+            asyncio.get_running_loop().time() < deadline
+            and not verdict.get("outcome")
+            and not self._refused
+        ):
             with contextlib.suppress(TimeoutError):  # an exit wakes the loop at once
                 await asyncio.wait_for(self._exited.wait(), VERIFY_POLL_S)
             exited = sup.exit is not None
@@ -138,8 +168,9 @@ class IdentityAndResume:
                 "reason": "resume-unverified",
                 "detail": "no verdict on the resumed screen in time",
             }
-        log.info("resume-verdict", record=sup.record_id, **verdict)
-        sup.report("node.session.resume", {"verdict": verdict})
+        if not self._refused:  # else already reported, as the fork's failure
+            log.info("resume-verdict", record=sup.record_id, **verdict)
+            self._report(verdict)
         self.verdict.set()
 
     async def _ask(self, samples: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -153,6 +184,7 @@ class IdentityAndResume:
                     "screen": sup.term.text(),
                     "provider_session": sup.identity,
                     "samples": samples,
+                    **({"fork": self.fork} if self.fork else {}),
                     **self._context(),
                 },
                 timeout=3.0,

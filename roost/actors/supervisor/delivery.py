@@ -57,6 +57,8 @@ def outcome(entry: Entry, facts: Facts) -> tuple[str, dict[str, Any]]:
     }
     if facts.get("session_id"):
         result["provider_session"] = facts["session_id"]
+    if facts.get("usage"):  # the provider's tokens and cost for the turn (roost.wire.usage)
+        result["usage"] = facts["usage"]
     return ("completed" if ok else "failed"), result
 
 
@@ -66,6 +68,8 @@ def interrupted_result(reason: str, facts: Facts) -> dict[str, Any]:
     result: dict[str, Any] = {"reason": reason}
     if finished(facts):
         result.update(result=facts.get("result"), is_error=facts.get("is_error"))
+    if facts.get("usage"):
+        result["usage"] = facts["usage"]
     if facts.get("session_id"):
         result["provider_session"] = facts["session_id"]
     return result

@@ -65,6 +65,7 @@ class TurnRunner:
         self._plan: tuple[tuple[Any, ...], float, asyncio.Task[TurnPlan]] | None = None
         self._ran: collections.deque[str] = collections.deque(maxlen=16)  # turns ended here
         self.on_idle: Callable[[], None] | None = None  # a turn ended and was delivered
+        self.on_end: Callable[[str], None] | None = None  # a turn ended (its id)
         self.refusal: RoostError | None = None  # why the next turn cannot run (its plan said)
         self._idle_task: asyncio.Task[None] | None = None
 
@@ -231,6 +232,8 @@ class TurnRunner:
             "env": spec["env"],  # the record's env: where the provider binary and home are
             "data_dir": spec["data_dir"],
         }
+        if self.first and spec.get("fork"):  # a fork's first turn copies its source first
+            body["fork"] = spec.get("fork")
         if text is not None:
             body["text"] = text
         plan = await self.peer.call(f"adapter/{spec['provider']}", "adapter.turn", body)
@@ -345,6 +348,8 @@ class TurnRunner:
             }
         )
         self.first = False
+        if self.on_end is not None:
+            self.on_end(turn_id)
         self.running, self.proc = None, None
         self._stopping = False  # a deadline or stop ends this turn only
         self.prefetch()
