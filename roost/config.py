@@ -24,7 +24,7 @@ from typing import Any
 
 from roost import provider_spec
 from roost.provider_spec import ProviderSpec, SpecProblem
-from roost.providers import MODES, RESTORE_POLICIES, bin_env, fixed
+from roost.providers import MODES, ON_LIMIT, RESTORE_POLICIES, bin_env, fixed
 from roost.wire.errors import RoostError
 
 CONFIG_ENV = "ROOST_CONFIG"
@@ -150,6 +150,11 @@ class Config:
         """The default of ``spawn --restore``: ``never`` unless the file says ``resume``."""
         policy = self._get("spawn", "restore")
         return (policy, self.source("spawn.restore")) if policy else ("never", DEFAULT)
+
+    def spawn_on_limit(self) -> tuple[str, Source]:
+        """The default of ``spawn --on-limit``: ``wait`` unless the file says ``continue``."""
+        policy = self._get("spawn", "on_limit")
+        return (policy, self.source("spawn.on_limit")) if policy else ("wait", DEFAULT)
 
     def restore_pause(self) -> tuple[float, Source]:
         """Seconds between two cold resumes of a restore (agents starting at once can race on
@@ -280,6 +285,7 @@ SCHEMA: dict[str, Checker] = {
             "size": ("ROWSxCOLS, each 2..1000 (for example 40x120)", lambda v: _size_ok(v)),
             "env": (ENV_TEXT, _is_env),
             "restore": (f"one of {list(RESTORE_POLICIES)}", lambda v: v in RESTORE_POLICIES),
+            "on_limit": (f"one of {list(ON_LIMIT)}", lambda v: v in ON_LIMIT),
         },
     ),
     "node": (

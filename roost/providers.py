@@ -23,13 +23,15 @@ from __future__ import annotations
 
 from typing import get_args
 
-from roost.wire.messages import Mode, RestorePolicy
+from roost.wire.messages import Mode, OnLimit, RestorePolicy
 
 # How a session runs: an interactive CLI in a PTY, or one headless process per turn.
 MODES: tuple[Mode, ...] = get_args(Mode)
 # What `node up` does with a record that was live when the machine went down (spawn --restore).
 RESTORE_POLICIES: tuple[RestorePolicy, ...] = get_args(RestorePolicy)
 NEVER, RESUME = RESTORE_POLICIES
+# What a usage limit does to a pty session (spawn --on-limit): report it, or continue after it.
+ON_LIMIT: tuple[OnLimit, ...] = get_args(OnLimit)
 
 # provider -> its adapter class, "module:Class"
 BUILT_IN: dict[str, str] = {"echo": "roost.adapters.echo:EchoAdapter"}

@@ -99,12 +99,23 @@ class Launch:
 
 @dataclass(frozen=True)
 class Classification:
+    """A verdict on a screen. A usage limit (``attention``, ``rate-limit``) carries the reset time
+    the screen shows (``reset_at``, epoch seconds; None: it shows none), and whether the CLI
+    itself continues at that time (``self_continues``: roost then types nothing)."""
+
     state: ClassificationState
     reason: str | None = None
     detail: str = ""
+    reset_at: float | None = None
+    self_continues: bool = False
 
     def to_wire(self) -> dict[str, Any]:
-        return {"state": self.state, "reason": self.reason, "detail": self.detail}
+        wire: dict[str, Any] = {"state": self.state, "reason": self.reason, "detail": self.detail}
+        if self.reset_at is not None:
+            wire["reset_at"] = self.reset_at
+        if self.self_continues:
+            wire["self_continues"] = True
+        return wire
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
 from roost import hooks
-from roost.adapters import stream_json
+from roost.adapters import limits, stream_json
 from roost.adapters.base import (
     ATTENTION,
     BUSY,
@@ -59,12 +60,21 @@ BUSY_FOOTER = "esc to interrupt"
 # The working spinner above the box, "✽ Sketching… (12s · ↓ 3 tokens)"; once done it reads
 # "✻ Cogitated for 20s · done 4:49 AM", with no ellipsis.
 SPINNER = re.compile(r"^[^\w\s]\s+[A-Z][\w ]*…")
+# When a subscriber's usage limit resets: "resets 6:34pm (UTC)", in the message and the footer.
+RESETS = re.compile(r"(?:resets?|continue automatically) (?:at )?(.*)")
+# Claude continues a subscriber's session by itself at the reset (the footer below the box says
+# "Continuing automatically at 6:34pm · Esc to cancel", then "Continuing shortly").
+SELF_CONTINUES = re.compile(r"Continuing (?:automatically|shortly)")
+# ... and says so above the answer that follows: "● Usage limit reset · Continuing automatically".
+LIMIT_LIFTED = re.compile(r"Usage limit reset")
 STDERR_ERROR = re.compile(r"^\s*(?:Error:|No conversation found)")
 
 Marker = tuple[str, re.Pattern[str]]
 
-# Messages that stop a session, even below an idle input box. Rate-limit and update wording is
-# from Claude Code's strings, not from a capture.
+# Messages that stop a session, even below an idle input box. The usage limit's wording is from
+# captures (a subscriber's login: "You've hit your 5-hour limit · resets 6:34pm (UTC)"; an API
+# key's: "API Error: Request rejected (429) · ..."); the update wording is from Claude Code's
+# strings, not from a capture.
 MESSAGES: tuple[Marker, ...] = (
     ("login", re.compile(r"Not logged in|Please run /login|Invalid API key|OAuth token.*expired")),
     (
@@ -77,7 +87,7 @@ MESSAGES: tuple[Marker, ...] = (
     (
         "rate-limit",
         re.compile(
-            r"usage limit reached|limit reached [·∙] resets|You've hit your (?:usage )?limit"
+            r"(?i:usage limit reached)|limit reached [·∙] resets|You've hit your [\w -]*limit"
             r"|API Error: 429|rate_limit_error|Request rejected \(429\)"
         ),
     ),
@@ -323,8 +333,9 @@ def _check_id(value: str, name: str) -> None:
 # -- screens ---------------------------------------------------------------------------------------
 
 
-def read_screen(screen: str) -> Classification:
-    """The classification a screen alone supports (no process evidence)."""
+def read_screen(screen: str, now: float | None = None) -> Classification:
+    """The classification a screen alone supports (no process evidence); ``now`` (epoch seconds,
+    None: the clock's) dates a reset time shown without a date."""
     lines = _lines(screen)
     box = input_box(lines)
     below = lines[box[1] + 1 :] if box else lines
@@ -341,7 +352,19 @@ def read_screen(screen: str) -> Classification:
     if any(BUSY_FOOTER in line for line in below) or (history and SPINNER.match(history[-1])):
         return Classification(BUSY)
     found = _lowest(_last_exchange(history), MESSAGES)
+    if found and found[0] == "rate-limit":
+        return _limit(found[1], _last_exchange(history) + below, now)
     return Classification(ATTENTION, *found) if found else Classification(READY)
+
+
+def _limit(detail: str, lines: list[str], now: float | None) -> Classification:
+    """A usage limit: the reset time the message or the footer shows, and whether claude
+    continues by itself then."""
+    when = now if now is not None else time.time()
+    resets = [limits.reset_time(m.group(1), when) for m in map(RESETS.search, lines) if m]
+    reset = next((at for at in resets if at is not None), None)
+    itself = any(SELF_CONTINUES.search(line) for line in lines)
+    return Classification(ATTENTION, "rate-limit", detail, reset_at=reset, self_continues=itself)
 
 
 def input_box(lines: list[str]) -> tuple[int, int] | None:
@@ -377,9 +400,11 @@ def _question(lines: list[str]) -> tuple[str, str] | None:
 
 
 def _last_exchange(history: list[str]) -> list[str]:
-    """What was shown since the last submitted prompt (all of it when there was none)."""
-    prompts = [i for i, line in enumerate(history) if line.startswith(PROMPT)]
-    return history[prompts[-1] + 1 :] if prompts else history
+    """What was shown since the last submitted prompt (all of it when there was none), or since
+    claude continued by itself after a usage limit."""
+    starts = [i for i, line in enumerate(history) if line.startswith(PROMPT)]
+    starts += [i for i, line in enumerate(history) if LIMIT_LIFTED.search(line)]
+    return history[max(starts) + 1 :] if starts else history
 
 
 # -- processes -------------------------------------------------------------------------------------

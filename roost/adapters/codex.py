@@ -14,10 +14,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Mapping
+from datetime import tzinfo
 from pathlib import Path
 from typing import Any
 
+from roost.adapters import limits
 from roost.adapters.base import (
     ATTENTION,
     BUSY,
@@ -73,6 +76,9 @@ PERMISSION_MARKERS = (
     "Do you want to approve network access",
     "Press enter to confirm or esc to cancel",
 )
+# Where a usage-limit cell says when it resets: "... or try again at 6:30 PM." (to the minute, in
+# the CLI's local time).
+RETRY_AT = re.compile(r"try again at ?(.*)")
 PLACEHOLDERS = ("Ask Codex to do anything", "Ask a follow-up question")
 BUSY_MARKER = "esc to interrupt"
 # What a "■ ..." error cell above the composer means, first match wins.
@@ -242,6 +248,12 @@ class CodexAdapter(Adapter):
         a composer under streaming text reads ready. What still says busy is a spinner leading
         the window title, and the rollout file: a ``task_started`` with no end since launch."""
         seen = self.classify(screen, exited=exited, evidence=evidence)
+        if seen.reason == "rate-limit" and view.ctx is not None and view.ctx.env.get("TZ"):
+            lines = [line.rstrip() for line in screen.splitlines()]  # the reset in codex's zone
+            composer = _composer(lines)
+            tz = limits.zone(view.ctx.env["TZ"])
+            found = _error_above(lines, composer, tz) if composer is not None and tz else None
+            return found or seen
         if seen.state != READY:
             return seen
         if view.title[:1] and ord(view.title[0]) in SPINNER:  # the detail without the frame:
@@ -352,8 +364,11 @@ def _asked(lines: list[str]) -> str:
     return lines[hit].strip() if hit is not None else "approval requested"
 
 
-def _error_above(lines: list[str], composer: int) -> Classification | None:
-    """An error cell (``■ ...``) of the last turn, between the last prompt and the composer."""
+def _error_above(
+    lines: list[str], composer: int, tz: tzinfo | None = None
+) -> Classification | None:
+    """An error cell (``■ ...``) of the last turn, between the last prompt and the composer; a
+    usage limit with the reset time its cell shows ("try again at 6:30 PM.", in ``tz``)."""
     for i in range(composer - 1, -1, -1):
         text = lines[i].strip()
         if text.startswith(PROMPT_MARK):
@@ -362,8 +377,19 @@ def _error_above(lines: list[str], composer: int) -> Classification | None:
             continue
         for reason, markers in ERROR_REASONS:
             if any(marker.lower() in text.lower() for marker in markers):
-                return Classification(ATTENTION, reason, text)
+                if reason != "rate-limit":
+                    return Classification(ATTENTION, reason, text)
+                return Classification(ATTENTION, reason, text, reset_at=_retry_at(lines, i, tz))
     return None
+
+
+def _retry_at(lines: list[str], cell: int, tz: tzinfo | None) -> float | None:
+    """The reset an error cell shows: its lines joined as they were cut at the terminal's edge
+    (codex wraps inside words), then the time after "try again at"."""
+    end = next((j for j in range(cell + 1, len(lines)) if not lines[j].strip()), len(lines))
+    text = "".join(line.strip() for line in lines[cell:end])
+    at = RETRY_AT.search(text)
+    return limits.reset_time(at.group(1), time.time(), tz) if at else None
 
 
 def _idle_shell(evidence: Evidence) -> bool:

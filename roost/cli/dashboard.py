@@ -412,6 +412,7 @@ class Dashboard(App[None]):
                 key = (values.get("node", ""), "")
                 body = spawn_body(values, config.spawn_env())
                 body["restore"] = config.spawn_restore()[0]
+                body["on_limit"] = config.spawn_on_limit()[0]
                 self.request(key, "spawn", "session.spawn", body, 60.0, draft=("spawn", values))
 
         self.push_screen(spawn_form(values, node, error), spawned)

@@ -19,7 +19,7 @@ from roost.cli.readiness import READY_TIMEOUT_S, wait_ready
 from roost.cli.restore import follow, print_outcomes, print_plan
 from roost.cli.table import terminal_width
 from roost.cli.texts import show_lines
-from roost.providers import MODES, RESTORE_POLICIES, names
+from roost.providers import MODES, ON_LIMIT, RESTORE_POLICIES, names
 from roost.wire.errors import RoostError
 
 SIZE_RE = re.compile(r"^(\d+)x(\d+)$")
@@ -98,8 +98,8 @@ READY_TIMEOUT = click.option(
 
 
 SPAWN_HELP = f"""Start a live session of PROVIDER ({", ".join(names())}), or of a provider the
-    config file defines ([providers.NAME]). The config file's [spawn] mode, size, env and restore
-    are the defaults of --mode, --size, --env and --restore.
+    config file defines ([providers.NAME]). The config file's [spawn] mode, size, env, restore and
+    on_limit are the defaults of --mode, --size, --env, --restore and --on-limit.
 
     It answers once the agent runs, before its screen is read (`starting`); --wait-ready waits
     until it is ready for input, and fails (exit 1) if it needs a human or ends first."""
@@ -129,6 +129,12 @@ SPAWN_HELP = f"""Start a live session of PROVIDER ({", ".join(names())}), or of 
     help="after a reboot, node up cold-resumes it (resume) or leaves it dormant (never); "
     "default never, or spawn.restore",
 )
+@click.option(
+    "--on-limit",
+    type=click.Choice(ON_LIMIT),
+    help="at a usage-limit screen, report it (wait) or type the provider's continue prompt once "
+    "its reset time has passed (continue); default wait, or spawn.on_limit",
+)
 @command
 def spawn(
     ctx: Ctx,
@@ -142,6 +148,7 @@ def spawn(
     ready_timeout: float,
     worktree: str | None,
     restore: str | None,
+    on_limit: str | None,
 ) -> None:
     cwd = cwd_ or os.getcwd()
     if cwd_ and os.path.isdir(cwd_):
@@ -156,6 +163,7 @@ def spawn(
         "env": {**defaults.spawn_env(), **_env(env)},
         "mode": mode or defaults.spawn_mode()[0],
         "restore": restore or defaults.spawn_restore()[0],
+        "on_limit": on_limit or defaults.spawn_on_limit()[0],
         **_size(size or defaults.spawn_size()[0]),
     }
     if worktree is not None:

@@ -65,7 +65,21 @@ def record_lines(rec: dict[str, Any]) -> list[str]:
         lines.append(f"supervisor:       wire {supervisor.get('wire')}, {runs}")
     if rec.get("last_exit"):
         lines.append(f"last exit:        {exit_text(rec['last_exit'])}")
+    if rec.get("mode") == "pty":
+        lines.append(f"on limit:         {limit_text(rec)}")
     return lines
+
+
+def limit_text(rec: dict[str, Any]) -> str:
+    """The record's usage-limit policy, and the reset time of the limit it shows now."""
+    import datetime  # here: only a record in a usage limit prints a time
+
+    policy = rec.get("on_limit") or "wait"
+    reset = rec.get("reset_at")
+    if rec.get("attention") != "rate-limit" or not isinstance(reset, (int, float)):
+        return policy
+    at = datetime.datetime.fromtimestamp(reset).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+    return f"{policy}; the limit resets at {at}"
 
 
 def show_lines(doc: dict[str, Any], screen: bool) -> tuple[str, list[str]]:

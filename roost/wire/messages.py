@@ -19,6 +19,9 @@ RecordState = Literal["starting", "live", "stopping", "dormant", "attention", "f
 Mode = Literal["pty", "stream"]
 # What `node up` does with a record that was live when the machine went down (spawn --restore).
 RestorePolicy = Literal["never", "resume"]
+# What roost does when a pty session shows a usage limit (spawn --on-limit): report it only, or
+# type the provider's continue prompt once the reset time the screen shows has passed.
+OnLimit = Literal["wait", "continue"]
 # An adapter's classification of a pty session's screen and processes.
 ClassificationState = Literal["starting", "ready", "busy", "attention", "shell", "exited"]
 # Why an adapter says a session needs a person.

@@ -345,6 +345,8 @@ EVENT_KINDS: dict[str, str] = {
     "session.classified": "the adapter's classification of the screen changed",
     "session.resume": "the verdict on a cold resume: resumed, attention_required, retry_fresh "
     "or resume_failed",
+    "session.limit-continued": "the node typed the continue prompt after a usage limit's reset "
+    "(on_limit continue)",
     "session.exited": "the agent process ended",
     "session.lost": "a supervisor vanished; the record was made dormant",
     "session.supervisor": "a supervisor attached whose wire version this node does not serve",

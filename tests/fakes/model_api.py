@@ -20,6 +20,13 @@ The "model" is a few rules applied to the request's conversation:
   a mode that asks first shows its permission prompt (``echo hi`` is let through unasked).
 * ``RECALL`` -> the text of the previous user prompt found in the request's history (proves the
   CLI resent the earlier turn).
+* ``LIMITTEST`` -> the vendor's usage-limit answer (HTTP 429 with its error body and reset
+  headers, ``limit_body``) until the limit resets ``limit_seconds`` after the first such request
+  (``ModelApi.limit_reset``); after the reset the prompt gets the normal answer. Anthropic: a
+  ``rate_limit_error`` with ``anthropic-ratelimit-unified-*`` headers (status ``rejected``, the
+  reset as epoch seconds, the ``five_hour`` claim) and ``retry-after``; OpenAI Responses (codex):
+  ``usage_limit_reached`` with ``plan_type``, ``resets_at`` and ``resets_in_seconds``; Chat
+  Completions (kimi): Moonshot's ``rate_limit_reached_error`` with ``retry-after``.
 * ``SLOW`` -> the normal answer, streamed slowly (``slow_seconds`` in all), for busy screens.
 * ``LONG`` -> a long answer (``LONG_WORDS`` words, numbered sentences ending ``End of the long
   answer.``), always streamed slowly: a CLI printing text for a while, for busy screens.
@@ -232,7 +239,9 @@ class Reply:
         tool: bool = False,
         slow: bool = False,
         command: str = TOOL_COMMAND,
+        limit: bool = False,
     ) -> None:
+        self.limit = limit
         self.text = text
         self.tool = tool
         self.slow = slow
@@ -254,6 +263,8 @@ def decide(turns: list[Turn]) -> Reply:
         last = users[-1] if users else ""
     if "TOOLTEST" in last:
         return Reply(tool=True)
+    if "LIMITTEST" in last:
+        return Reply(HELLO, limit=True)
     if "PERMTEST" in last:
         return Reply(tool=True, command=PERM_COMMAND)
     if "RECALL" in last:
@@ -275,7 +286,42 @@ def structured(body: JSON, reply: Reply) -> Reply:
         schema = (chat_fmt.get("json_schema") or {}).get("schema")
     if not isinstance(schema, dict) or reply.tool:
         return reply
-    return Reply(json.dumps(sample_for_schema(schema)), slow=reply.slow)
+    return Reply(json.dumps(sample_for_schema(schema)), slow=reply.slow, limit=reply.limit)
+
+
+LIMIT_MESSAGE = "You have reached your usage limit."
+
+
+def limit_body(
+    api: str, reset: float, now: float | None = None
+) -> tuple[int, dict[str, str], JSON]:
+    """The HTTP status, headers and JSON body of ``api``'s usage-limit answer, resetting at the
+    epoch second ``reset``."""
+    at = int(reset)
+    wait = str(max(0, at - int(now if now is not None else time.time())))
+    if api == "anthropic":
+        headers = {
+            "anthropic-ratelimit-unified-status": "rejected",
+            "anthropic-ratelimit-unified-reset": str(at),
+            "anthropic-ratelimit-unified-representative-claim": "five_hour",
+            "anthropic-ratelimit-unified-5h-status": "rejected",
+            "anthropic-ratelimit-unified-5h-reset": str(at),
+            "anthropic-ratelimit-unified-5h-utilization": "1.0",
+            "retry-after": wait,
+            "x-should-retry": "false",
+        }
+        return 429, headers, _error("rate_limit_error", LIMIT_MESSAGE)
+    if api == "responses":
+        error = {
+            "type": "usage_limit_reached",
+            "message": "The usage limit has been reached",
+            "plan_type": "plus",
+            "resets_at": at,
+            "resets_in_seconds": int(wait),
+        }
+        return 429, {"retry-after": wait}, {"error": error}
+    error = {"message": LIMIT_MESSAGE, "type": "rate_limit_reached_error"}
+    return 429, {"retry-after": wait}, {"error": error}
 
 
 def sample_for_schema(schema: Any, name: str = "value") -> Any:
@@ -482,8 +528,26 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- Anthropic Messages ----------------------------------------------------------------------
 
+    def _limited(self, reply: Reply, api: str) -> bool:
+        """Answer a ``LIMITTEST`` prompt with ``api``'s usage-limit 429 while the limit holds."""
+        reset = self.server.api.limit_reset() if reply.limit else None
+        if reset is None:
+            return False
+        status, headers, doc = limit_body(api, reset)
+        data = json.dumps(doc).encode()
+        self.send_response(status)
+        for name, value in {**headers, "Content-Type": "application/json"}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("request-id", _new_id("req_"))
+        self.end_headers()
+        self.wfile.write(data)
+        return True
+
     def _anthropic(self, body: JSON, slow_seconds: float) -> None:
         reply = decide(anthropic_turns(body))
+        if self._limited(reply, "anthropic"):
+            return
         model = str(body.get("model") or MODEL)
         msg_id = _new_id("msg_mock_")
         usage_in = _estimate_tokens(body)
@@ -571,6 +635,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _responses(self, body: JSON, slow_seconds: float) -> None:
         reply = structured(body, decide(responses_turns(body)))
+        if self._limited(reply, "responses"):
+            return
         model = str(body.get("model") or MODEL)
         resp_id = _new_id("resp_mock_")
         item_id = _new_id("msg_mock_" if not reply.tool else "fc_mock_")
@@ -662,6 +728,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chat(self, body: JSON, slow_seconds: float) -> None:
         reply = structured(body, decide(chat_turns(body)))
+        if self._limited(reply, "chat"):
+            return
         model = str(body.get("model") or MODEL)
         chat_id = _new_id("chatcmpl-mock-")
         created = int(time.time())
@@ -780,8 +848,11 @@ class ModelApi:
         log_path: str | os.PathLike[str] | None = None,
         slow_seconds: float = 5.0,
         verbose: bool = False,
+        limit_seconds: float = 60.0,
     ) -> None:
         self.host = host
+        self.limit_seconds = limit_seconds
+        self.limit_until: float | None = None
         self.slow_seconds = slow_seconds
         self.verbose = verbose
         self._log_path = Path(log_path) if log_path is not None else None
@@ -815,6 +886,15 @@ class ModelApi:
             and r["path"].split("?")[0].rstrip("/").endswith(path_suffix)
             and isinstance(r["body"], dict)
         ]
+
+    def limit_reset(self) -> float | None:
+        """The epoch time the usage limit resets while it holds (the first ``LIMITTEST`` request
+        starts it, ``limit_seconds`` long), None once it has reset."""
+        with self._lock:
+            now = time.time()
+            if self.limit_until is None:
+                self.limit_until = now + self.limit_seconds
+            return self.limit_until if now < self.limit_until else None
 
     def clear(self) -> None:
         with self._lock:
@@ -878,8 +958,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", help="append every request as one JSON line to this file")
     parser.add_argument("--slow-seconds", type=float, default=5.0, help="stream time for SLOW")
     parser.add_argument("--verbose", action="store_true", help="log each request to stderr")
+    parser.add_argument(
+        "--limit-seconds", type=float, default=60.0, help="how long LIMITTEST's usage limit holds"
+    )
     args = parser.parse_args(argv)
-    api = ModelApi(args.port, args.host, args.log, args.slow_seconds, args.verbose)
+    api = ModelApi(
+        args.port, args.host, args.log, args.slow_seconds, args.verbose, args.limit_seconds
+    )
 
     def stop(signum: int, frame: FrameType | None) -> None:
         threading.Thread(target=api._server.shutdown, daemon=True).start()

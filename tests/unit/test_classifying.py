@@ -58,6 +58,7 @@ class Sup:
         self.identity = "known"
         self.checks = Checks()
         self.verdicts: list[str] = []
+        self.screens: list[str | None] = []  # the screen each verdict read
         self.classification: dict[str, Any] = {}
         self.reports: list[str] = []  # node.session.classified, as the supervisor reports
         self.samples = 0  # process probes taken (one per call, never one per output)
@@ -66,7 +67,8 @@ class Sup:
         self.samples += 1
         return None
 
-    def classified(self, result: dict[str, Any]) -> None:
+    def classified(self, result: dict[str, Any], screen: str | None = None) -> None:
+        self.screens.append(screen)
         self.verdicts.append(result["detail"])
         if result != self.classification:
             self.classification = result
@@ -119,11 +121,13 @@ async def _a_failed_call_is_tried_again_until_there_is_a_verdict() -> None:
 
 async def _a_burst_of_output_is_one_round() -> None:
     peer = Peer()
-    _, classifier = make(peer)
+    sup, classifier = make(peer)
     for _ in range(50):
         classifier.changed()
     await settle(classifier)
     assert peer.screens == ["starting"]
+    # the verdict names the screen it read (the node's usage-limit policy compares it)
+    assert sup.screens == [sup.term.text()]
 
 
 async def flood(sup: Sup, classifier: ScreenClassifier, seconds: float) -> int:

@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from roost.adapters.base import (
     Classification,
     LaunchContext,
 )
-from roost.adapters.claude import ClaudeAdapter
+from roost.adapters.claude import ClaudeAdapter, read_screen
 from roost.adapters.evidence import Evidence, ProcessInfo
 from roost.adapters.registry import adapters
 from roost.wire.errors import RoostError
@@ -70,6 +71,13 @@ SCREENS: dict[str, tuple[str, str | None]] = {
     "claude-manual-perm.txt": (ATTENTION, "permission"),  # PERMTEST in manual mode
     # no credentials; only the footer says so
     "claude-noauth-idle.txt": (ATTENTION, "login"),
+    # a usage limit (LIMITTEST): a subscriber's login (claude continues by itself at the reset),
+    # then the same after the reset with "continue" typed; an API key's (no reset shown)
+    "claude-limit-sub.txt": (ATTENTION, "rate-limit"),
+    "claude-limit-sub-shortly.txt": (ATTENTION, "rate-limit"),
+    "claude-limit-sub-continued.txt": (READY, None),
+    "claude-limit-sub-auto.txt": (READY, None),  # claude continued by itself
+    "claude-limit-api.txt": (ATTENTION, "rate-limit"),
 }
 
 
@@ -524,6 +532,37 @@ def test_a_fork_resumed_before_its_first_message_forks_again_under_its_id(tmp_pa
     (tmp_path / "u" / ".claude" / "projects" / "-p").mkdir(parents=True)
     (tmp_path / "u" / ".claude" / "projects" / "-p" / f"{new}.jsonl").write_text("{}\n")
     assert home.resume_fork(new, SID, plain).argv == ["claude", "--resume", new]
+
+
+# -- usage limits ----------------------------------------------------------------------------------
+
+# The capture's limit came at 18:33:17 UTC and reset at 18:34:27; the screen shows "6:34pm (UTC)".
+LIMIT_AT = 1796322797.0
+
+
+@pytest.mark.parametrize("name", ["claude-limit-sub.txt", "claude-limit-sub-shortly.txt"])
+def test_a_subscribers_limit_reads_the_reset_and_that_claude_continues_itself(name: str) -> None:
+    seen = read_screen(capture(name), now=LIMIT_AT)
+    assert (seen.state, seen.reason) == (ATTENTION, "rate-limit")
+    # the end of the minute shown: never before the limit lifts (18:34:27)
+    assert seen.reset_at == datetime(2026, 12, 3, 18, 35, tzinfo=UTC).timestamp()
+    assert seen.self_continues  # "Continuing automatically at 6:34pm · Esc to cancel"
+    assert seen.to_wire()["reset_at"] == seen.reset_at and seen.to_wire()["self_continues"]
+
+
+def test_an_api_keys_limit_shows_no_reset() -> None:
+    seen = read_screen(capture("claude-limit-api.txt"), now=LIMIT_AT)
+    assert (seen.state, seen.reason, seen.reset_at) == (ATTENTION, "rate-limit", None)
+    assert not seen.self_continues and "reset_at" not in seen.to_wire()
+    assert "Request rejected (429)" in seen.detail
+
+
+def test_a_reset_shown_without_a_zone_is_in_the_local_time() -> None:
+    screen = box_screen("\u276f go", "Claude usage limit reached. Your limit will reset at 3pm")
+    now = datetime(2026, 12, 3, 13, 0).astimezone().timestamp()
+    seen = read_screen(screen, now=now)
+    assert seen.reset_at == datetime(2026, 12, 3, 15, 1).astimezone().timestamp()
+    assert not seen.self_continues
 
 
 # -- the per-record settings file: hooks and the status line ---------------------------------------

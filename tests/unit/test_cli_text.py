@@ -233,3 +233,18 @@ def test_usage_texts() -> None:
     day = next(line for line in lines if "2026-12-03" in line)
     assert day.split()[-1] == "-"  # a day with no cost reported
     assert lines[-1].split() == ["total", "5198", "14", "10", "20", "0.0212"]
+
+
+def test_show_says_the_usage_limit_policy_and_the_reset() -> None:
+    import datetime
+
+    rec: dict[str, Any] = {"id": "r0123456789", "provider": "codex", "mode": "pty"}
+    rec.update(state="live", generation=1, cwd="/srv", on_limit="continue")
+    assert "on limit:         continue" in record_lines(rec)
+    reset = 1796322660.0
+    limited = {**rec, "state": "attention", "attention": "rate-limit", "reset_at": reset}
+    at = datetime.datetime.fromtimestamp(reset).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    assert f"on limit:         continue; the limit resets at {at}" in " ".join(
+        record_lines(limited)
+    )
+    assert not any(line.startswith("on limit") for line in record_lines({**rec, "mode": "stream"}))

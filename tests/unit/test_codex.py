@@ -22,6 +22,7 @@ from roost.adapters.base import (
     SHELL,
     STARTING,
     LaunchContext,
+    SessionView,
 )
 from roost.adapters.codex import CodexAdapter
 from roost.adapters.codex_rollout import uuid7_time
@@ -123,6 +124,9 @@ EXPECTED_SCREENS: dict[str, tuple[str, str | None]] = {
     "codex-screen1-chatgpt.txt": (ATTENTION, "login"),
     "codex-screen1-other.txt": (ATTENTION, "login"),
     "codex-screen1.txt": (ATTENTION, "login"),
+    # a usage limit (LIMITTEST: usage_limit_reached), then "continue" typed after its reset
+    "codex-limit.txt": (ATTENTION, "rate-limit"),
+    "codex-limit-continued.txt": (READY, None),
 }
 
 
@@ -623,3 +627,29 @@ def test_fork_is_codex_s_own_and_the_new_id_is_discovered() -> None:
         "-x",
     ]
     assert turn.provider_session is None
+
+
+# -- usage limits ----------------------------------------------------------------------------------
+
+
+def test_a_usage_limit_reads_the_reset_from_its_wrapped_cell() -> None:
+    """ "... or try again at 6:30 PM." (the cell wraps inside a URL at 120 columns): the reset is
+    the end of that minute in codex's local time, the next 6:30 PM after half a day ago."""
+    seen = ADAPTER.classify(capture("codex-limit.txt"), exited=False)
+    assert (seen.state, seen.reason) == (ATTENTION, "rate-limit")
+    assert seen.reset_at is not None and not seen.self_continues
+    at = dt.datetime.fromtimestamp(seen.reset_at)
+    assert (at.hour, at.minute, at.second) == (18, 31, 0)
+    assert time.time() - 12 * 3600 <= seen.reset_at <= time.time() + 13 * 3600
+
+
+def test_the_reset_is_read_in_the_sessions_time_zone() -> None:
+    """A ``TZ`` in the record's environment is codex's zone: 6:30 PM in Tokyo is 09:31 UTC."""
+    ctx = LaunchContext(cwd="/srv/work/proj", mode="pty", env={"TZ": "Asia/Tokyo"}, data_dir="/d")
+    view = SessionView(ctx=ctx)
+    seen = ADAPTER.classify_session(
+        capture("codex-limit.txt"), exited=False, evidence=None, view=view
+    )
+    assert seen.reason == "rate-limit" and seen.reset_at is not None
+    at = dt.datetime.fromtimestamp(seen.reset_at, dt.UTC)
+    assert (at.hour, at.minute) == (9, 31)

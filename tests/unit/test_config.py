@@ -33,6 +33,7 @@ def test_a_missing_file_is_every_default(tmp_path: Path) -> None:
     assert cfg.notify_commands() == []
     assert cfg.provider_bin("claude", {}) == ("claude", config.DEFAULT)
     assert cfg.spawn_restore() == ("never", config.DEFAULT)
+    assert cfg.spawn_on_limit() == ("wait", config.DEFAULT)
     assert cfg.restore_pause() == (config.RESTORE_PAUSE_S, config.DEFAULT)
 
 
@@ -105,6 +106,7 @@ def test_the_environment_wins_over_the_file_and_the_record_over_both(tmp_path: P
         ("[spawn]\nmode = 'tty'\n", "spawn.mode", 2),
         ("[spawn]\nsize = '1x5000'\n", "spawn.size", 2),
         ("[spawn]\nrestore = 'always'\n", "spawn.restore", 2),
+        ("[spawn]\non_limit = 'retry'\n", "spawn.on_limit", 2),
         ("[node]\nrestore_pause_s = -1\n", "node.restore_pause_s", 2),
         ("\n\n[providers.gemini]\nbin = 'g'\n", "providers.gemini", 3),
         ("[providers.claude]\nbinary = 'c'\n", "providers.claude.binary", 2),
@@ -155,3 +157,8 @@ def test_the_documented_examples_are_valid_files(tmp_path: Path) -> None:
         example = text.split("```toml\n", 1)[1].split("```", 1)[0]
         cfg = config.load(write(tmp_path, example))
         assert cfg.exists and cfg.provider_bin("claude", {})[1].kind == "file", doc
+
+
+def test_the_usage_limit_policy_comes_from_the_file(tmp_path: Path) -> None:
+    cfg = config.load(write(tmp_path, '[spawn]\non_limit = "continue"\n'))
+    assert cfg.spawn_on_limit() == ("continue", config.Source("file", f"{cfg.path}:2"))

@@ -58,6 +58,9 @@ SCREENS: dict[str, tuple[str, str | None]] = {
     "kimi-screen3.txt": (ATTENTION, "login"),  # "Error: LLM not set"
     # no model; the status line shows the cwd shortened to "…/runs/kimi-noauth/proj"
     "kimi-nomodel-idle.txt": (ATTENTION, "login"),
+    # a 429 with retry-after (LIMITTEST): kimi waits and retries by itself, "Retrying (2/10) ·
+    # APIProviderRateLimitError · in 70s" under the spinner; nothing for a person to do
+    "kimi-limit-retry.txt": (BUSY, None),
 }
 
 

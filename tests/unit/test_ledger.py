@@ -193,3 +193,32 @@ def test_a_report_for_an_unknown_record_is_refused(conn: sqlite3.Connection) -> 
         run(conn, scenario)
     assert info.value.code == "not-found"
     assert ledger.totals(conn) == {}
+
+
+def test_a_forks_copy_of_its_sources_conversation_is_not_counted_twice(
+    conn: sqlite3.Connection,
+) -> None:
+    """A fork's files begin as a copy of its source's, figures included: its first read counts
+    only what it added; a CLI whose copy leaves the figures out (a first read below the
+    source's) is counted in full."""
+    fork = Record("r3", "alpha-fork", "claude", "pty", "/w").to_wire()
+    plain = Record("r4", "alpha-fork-2", "claude", "pty", "/w").to_wire()
+
+    def created(record: dict[str, Any]) -> dict[str, Any]:
+        origin = {"record": "r1", "provider_session": "s1"}
+        data = {"name": record["name"], "provider": "claude", "mode": "pty", "fork": origin}
+        event = {"kind": "record.created", "record": record["id"], "generation": 0, "data": data}
+        return {"record": record, "events": [event]}
+
+    async def scenario(call: Call) -> list[Any]:
+        await call("state.usage.add", report("r1", u.make(100, 10, 5), provider_session="s1"))
+        await call("state.record.create", created(fork))
+        await call("state.record.create", created(plain))
+        grown = await call(
+            "state.usage.add", report("r3", u.make(130, 12, 5), provider_session="s3")
+        )
+        bare = await call("state.usage.add", report("r4", u.make(20, 2), provider_session="s4"))
+        return [grown["added"], bare["added"]]
+
+    assert run(conn, scenario) == [u.make(30, 2, 0), u.make(20, 2)]
+    assert ledger.totals(conn)["r1"] == u.make(100, 10, 5)

@@ -498,3 +498,40 @@ def test_permtest_calls_a_command_that_writes(api: ModelApi) -> None:
         d["delta"]["partial_json"] for _, d in events if d["type"] == "content_block_delta"
     )
     assert json.loads(partial) == {"command": "touch made_by_mock.txt"}
+
+
+# -- usage limits ----------------------------------------------------------------------------------
+
+
+def limited(api: ModelApi, path: str, body: dict[str, Any]) -> tuple[int, Any, dict[str, Any]]:
+    req = urllib.request.Request(
+        api.url + path,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, dict(resp.headers), json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), json.loads(err.read())
+
+
+def test_limittest_gets_each_vendors_usage_limit_until_it_resets(api: ModelApi) -> None:
+    api.limit_seconds = 30.0
+    user = [{"role": "user", "content": "LIMITTEST"}]
+    code, headers, doc = limited(api, "/v1/messages", {"model": "m", "messages": user})
+    reset = api.limit_until
+    assert code == 429 and reset is not None and doc["error"]["type"] == "rate_limit_error"
+    assert headers["anthropic-ratelimit-unified-status"] == "rejected"
+    assert headers["anthropic-ratelimit-unified-reset"] == str(int(reset))
+    assert 0 < int(headers["retry-after"]) <= 30
+    code, headers, doc = limited(api, "/v1/responses", {"model": "m", "input": "LIMITTEST"})
+    assert code == 429 and doc["error"]["type"] == "usage_limit_reached"
+    assert doc["error"]["resets_at"] == int(reset) and 0 < doc["error"]["resets_in_seconds"] <= 30
+    code, headers, doc = limited(api, "/v1/chat/completions", {"model": "m", "messages": user})
+    assert code == 429 and doc["error"]["type"] == "rate_limit_reached_error"
+    assert "retry-after" in {k.lower() for k in headers}
+    api.limit_until = time.time() - 1  # reset: the same prompt is answered
+    code, _, doc = limited(api, "/v1/messages", {"model": "m", "messages": user})
+    assert code == 200 and doc["content"][0]["text"] == HELLO

@@ -40,6 +40,7 @@ def test_earlier_database_is_backed_up_then_migrated(fixture: Path, tmp_path: Pa
         assert sorted(r.name or "" for r in records) == ["one", "two"]
         assert all(r.state == "dormant" and r.provider_session for r in records)
         assert {r.restore_policy for r in records} == {"never"}  # v4: "dormant" means never
+        assert {r.on_limit for r in records} == {"wait"} and not any(r.reset_at for r in records)
         events = db.events_since(conn, 0, 1000)
         assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
         assert db.append_event(conn, {"kind": "node.started", "eid": "x"})["seq"] == len(events) + 1

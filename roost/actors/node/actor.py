@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from roost.actors.node import backup, checkup, forking, usage
+from roost.actors.node import backup, checkup, forking, limits, usage
 from roost.actors.node import worktrees as wt
 from roost.actors.node.control import TURN_TOPIC, Control
 from roost.actors.node.inputs import Inputs
@@ -82,7 +82,8 @@ class NodeActor:
             self.inputs.follow(record)
 
         sessions.records.listener = listener
-        reports = Reports(sessions)
+        self.limits = limits.for_node(sessions, self.inputs, self.call_session)
+        reports = Reports(sessions, self.limits.seen)
         self.control = control = Control(peer, sessions)
         # Every method the node serves, and only those (``p.served_by(p.NODE)``): the table of
         # methods in the protocol module says which are mutating and node-wide, not this map.
@@ -308,6 +309,12 @@ class NodeActor:
         if restore not in r.RESTORE_POLICIES:
             must = " or ".join(r.RESTORE_POLICIES)
             raise RoostError("bad-request", f"field 'restore' must be {must}", {"field": "restore"})
+        on_limit = f.opt_str(body, "on_limit", max_len=16) or limits.WAIT
+        if on_limit not in limits.ON_LIMIT:
+            must = " or ".join(limits.ON_LIMIT)
+            raise RoostError(
+                "bad-request", f"field 'on_limit' must be {must}", {"field": "on_limit"}
+            )
         env = f.str_map(body, "env")
         rows = f.opt_int(body, "rows", lo=2, hi=1000) or 40
         cols = f.opt_int(body, "cols", lo=2, hi=1000) or 120
@@ -337,6 +344,7 @@ class NodeActor:
             cols=cols,
             worktree=worktree,
             restore_policy=restore,
+            on_limit=on_limit,
         )
         created = msg.event(
             "record.created",

@@ -262,6 +262,7 @@ class Daemon:
             log.info("node-serving", node_id=self.node_id, incarnation=self.incarnation)
         await stop.wait()
         log.info("node-stopping", crashed=tasks.failure.name if tasks.failure else None)
+        node.limits.close()  # no continue is typed by a node on its way out
         await node.inputs.drain()  # what the node accepted, typed before it goes
         clear_node_info(self.state_dir, os.getpid())
         for child in self.children:

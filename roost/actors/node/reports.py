@@ -16,6 +16,7 @@ operator to restart that session (stop, resume) when it is done.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast, get_args
 
 import structlog
@@ -61,9 +62,15 @@ def attach_answer(unserved: str | None) -> dict[str, Any]:
     }
 
 
+# A classification of a record's screen, as applied (the record then, the verdict, the digest of
+# the screen it read): the usage-limit policy arms its continue on it.
+Seen = Callable[[Record, dict[str, Any], str | None], None]
+
+
 class Reports:
-    def __init__(self, sessions: Sessions) -> None:
+    def __init__(self, sessions: Sessions, seen: Seen | None = None) -> None:
         self.sessions = sessions
+        self.seen = seen
 
     async def on_attach(self, body: dict[str, Any]) -> dict[str, Any]:
         instance = str(body.get("instance"))
@@ -81,7 +88,7 @@ class Reports:
                 active = cast(
                     Active,
                     {
-                        **{k: v for k, v in body.items() if k not in ("roost", "wire")},
+                        **{k: v for k, v in body.items() if k not in ("roost", "wire", "screen")},
                         "started": process_started(int(body.get("pid") or 0)),
                         "supervisor": version,
                     },
@@ -95,6 +102,7 @@ class Reports:
                     )
             elif record.state in (r.LIVE, r.ATTENTION) and record.active is not None:
                 await self._mark_version(record, version, unserved)
+                self._seen_again(record, body)
             log.info(
                 "session-reattached",
                 record=record.id,
@@ -104,6 +112,13 @@ class Reports:
             )
             return attach_answer(unserved)
         raise RoostError("stale-generation", "this supervisor no longer owns the record")
+
+    def _seen_again(self, record: Record, body: dict[str, Any]) -> None:
+        """A supervisor re-attaching (to a restarted node) names its last verdict and the screen
+        it read: a usage-limit continue armed before the restart is armed again."""
+        result, screen = body.get("classification"), body.get("screen")
+        if self.seen is not None and isinstance(result, dict):
+            self.seen(record, result, screen if isinstance(screen, str) else None)
 
     async def _mark_version(
         self, record: Record, version: dict[str, Any], unserved: str | None
@@ -162,19 +177,25 @@ class Reports:
     async def on_classified(self, body: dict[str, Any]) -> dict[str, Any]:
         record = await self._current(body)
         result = body.get("classification") or {}
+        record = await self._classified(record, result)
+        if self.seen is not None:
+            screen = body.get("screen")
+            self.seen(record, result, screen if isinstance(screen, str) else None)
+        return {"ok": True}
+
+    async def _classified(self, record: Record, result: dict[str, Any]) -> Record:
         state, reason = result.get("state"), result.get("reason")
         event = msg.event("session.classified", record.id, record.generation, result)
-        changes: dict[str, Any] = {"activity": state, "attention": reason}
+        reset = result.get("reset_at") if reason == "rate-limit" else None
+        reset = float(reset) if isinstance(reset, (int, float)) else None
+        changes: dict[str, Any] = {"activity": state, "attention": reason, "reset_at": reset}
         if record.attention in WIRE_REASONS:  # stays until a node that serves it re-attaches it
-            await self.sessions.update(record, {"activity": state}, events=[event])
-            return {"ok": True}
+            return await self.sessions.update(record, {"activity": state}, events=[event])
         if record.state in (r.LIVE, r.ATTENTION):
             target = r.ATTENTION if state == "attention" else r.LIVE
             if target != record.state:
-                await self.sessions.set_state(record, target, extra=[event], **changes)
-                return {"ok": True}
-        await self.sessions.update(record, changes, events=[event])
-        return {"ok": True}
+                return await self.sessions.set_state(record, target, extra=[event], **changes)
+        return await self.sessions.update(record, changes, events=[event])
 
     async def on_identity(self, body: dict[str, Any]) -> dict[str, Any]:
         """The provider's own id became known. A record that has one keeps it: a different id

@@ -73,6 +73,8 @@ UPDATABLE = frozenset(
         "active",
         "activity",
         "attention",
+        "reset_at",
+        "on_limit",
         "last_exit",
         "updated",
         "rows",

@@ -67,12 +67,39 @@ def insert(
     )  # fmt: skip
 
 
+FORK_MARK = "fork:files"  # a fork's first read of its files starts from here
+
+
+def seed_fork(conn: sqlite3.Connection, record_id: str, origin: dict[str, Any]) -> None:
+    """A fork's conversation files begin as a copy of its source's, the figures of the source's
+    answers included: the source's last totals read from its files (``origin``: its record and
+    provider session) are kept as where the fork's own first read starts, so the copy is not
+    counted twice. A first read below them (a CLI whose copy leaves the figures out) counts in
+    full, as ``u.since`` does with any figure that went down."""
+    key = f"files:{origin.get('provider_session') or ''}"
+    row = conn.execute(
+        "SELECT totals FROM usage_marks WHERE record_id=? AND key=?",
+        (str(origin.get("record") or ""), key),
+    ).fetchone()
+    if row is not None:
+        conn.execute(
+            "INSERT OR REPLACE INTO usage_marks (record_id, key, totals, updated) "
+            "VALUES (?, ?, ?, ?)",
+            (record_id, FORK_MARK, row[0], time.time()),
+        )
+
+
 def advance(conn: sqlite3.Connection, record_id: str, key: str, totals: u.Usage) -> u.Usage:
     """What ``totals`` (a session's running totals under ``key``) add to the last ones kept;
-    they become the ones kept."""
+    they become the ones kept. A fork's first totals from its files start from its source's
+    (``seed_fork``)."""
     row = conn.execute(
         "SELECT totals FROM usage_marks WHERE record_id=? AND key=?", (record_id, key)
     ).fetchone()
+    if row is None and key.startswith("files:"):
+        row = conn.execute(
+            "SELECT totals FROM usage_marks WHERE record_id=? AND key=?", (record_id, FORK_MARK)
+        ).fetchone()
     before = u.check(msgpack.unpackb(row[0], raw=False)) if row else None
     conn.execute(
         "INSERT OR REPLACE INTO usage_marks (record_id, key, totals, updated) VALUES (?, ?, ?, ?)",

@@ -19,6 +19,7 @@ from roost.wire.messages import (
     Active,
     ClassificationState,
     Mode,
+    OnLimit,
     RecordState,
     RestorePolicy,
     Worktree,
@@ -52,6 +53,8 @@ class Record:
     attention: str | None = None
     last_exit: dict[str, Any] | None = None
     restore_policy: RestorePolicy = NEVER
+    on_limit: OnLimit = "wait"  # spawn --on-limit
+    reset_at: float | None = None  # when the usage limit it is in attention for resets
     worktree: Worktree | None = None  # spawn --worktree
     env: dict[str, str] = field(default_factory=dict)
     rows: int = 40

@@ -89,6 +89,14 @@ CREATE TABLE usage_marks (
 """
 
 
+# v7: what a usage limit does to the record (spawn --on-limit wait|continue), and the reset time
+# its screen showed while it is in attention for one.
+MIGRATE_7 = """
+ALTER TABLE records ADD COLUMN on_limit TEXT NOT NULL DEFAULT 'wait';
+ALTER TABLE records ADD COLUMN reset_at REAL;
+"""
+
+
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def run(conn: sqlite3.Connection) -> None:
         for statement in filter(str.strip, sql.split(";")):
@@ -105,6 +113,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     4: _script(MIGRATE_4),
     5: _script(MIGRATE_5),
     6: _script(MIGRATE_6),
+    7: _script(MIGRATE_7),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

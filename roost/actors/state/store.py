@@ -260,6 +260,10 @@ class StateStore:
         def mutation() -> tuple[dict[str, Any], list[Event]]:
             record.created = record.updated = time.time()
             db.insert_record(self.conn, record)
+            for event in events:  # a fork starts from its source's usage: see ledger.seed_fork
+                origin = (event.get("data") or {}).get("fork")
+                if event.get("kind") == "record.created" and isinstance(origin, dict):
+                    ledger.seed_fork(self.conn, record.id, origin)
             return {"record": record.to_wire()}, self.append(events)
 
         return await self.write(mutation)

@@ -45,6 +45,7 @@ from roost.actors.supervisor.pty_backend import ExitStatus
 from roost.actors.supervisor.terminal import Terminal, Transcript
 from roost.actors.supervisor.turns import TurnRunner
 from roost.actors.supervisor.usage import UsageWatch
+from roost.adapters.limits import screen_digest
 from roost.wire import fields as f
 from roost.wire import protocol as p
 from roost.wire.errors import RoostError
@@ -80,6 +81,7 @@ class Supervisor:
         self.turns: TurnRunner | None = None
         self.exit: ExitStatus | None = None
         self.classification: dict[str, Any] = {}
+        self.classified_screen: str | None = None  # the digest of the screen it was read from
         self.identity: str | None = spec.get("provider_session")
         self.launched_at = time.time()
         self.checks = IdentityAndResume(self)
@@ -198,6 +200,7 @@ class Supervisor:
                         "agent_pid": self.agent.pid if self.agent else None,
                         "exited": self.exit.to_wire() if self.exit else None,
                         "classification": self.classification or None,
+                        "screen": self.classified_screen,
                     },
                     timeout=5.0,
                 )
@@ -224,12 +227,16 @@ class Supervisor:
             return None
         return probe.sample(self.agent.pid, self.agent.pty.fd).to_wire()
 
-    def classified(self, result: dict[str, Any]) -> None:
-        """The adapter's verdict on the screen; a change is reported to the node."""
+    def classified(self, result: dict[str, Any], screen: str | None = None) -> None:
+        """The adapter's verdict on the screen; a change is reported to the node, with the
+        digest of the screen it read (the node's usage-limit policy compares it)."""
         if result != self.classification:
             self.classification = result
             self.keyboard.update_gate()  # closed before anyone can see a login screen's verdict
-            self.report("node.session.classified", {"classification": result})
+            body: dict[str, Any] = {"classification": result}
+            if screen is not None:
+                body["screen"] = self.classified_screen = screen_digest(screen)
+            self.report("node.session.classified", body)
             if result.get("state") != "busy":  # a turn ended, or a question: the files have it
                 self.usage.soon()
 

@@ -35,6 +35,7 @@ import structlog
 
 from roost.actors.runtime.process import logged_crash
 from roost.actors.supervisor.host import Session
+from roost.adapters.limits import screen_digest
 from roost.wire.errors import RoostError
 
 log = structlog.get_logger("roost.classifying")
@@ -127,8 +128,11 @@ class ScreenClassifier:
             if self._prompted is not None and number > self._prompted:
                 self._prompted = None
                 if result == self.sup.classification:  # else classified reports the change
-                    self.sup.report("node.session.classified", {"classification": result})
-            self.sup.classified(result)
+                    self.sup.report(
+                        "node.session.classified",
+                        {"classification": result, "screen": screen_digest(request["screen"])},
+                    )
+            self.sup.classified(result, request["screen"])
             if self.sup.identity is None:
                 await self.sup.checks.discover()
 
