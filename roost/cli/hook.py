@@ -128,9 +128,10 @@ def _number(doc: Any, *path: str) -> Any:
 
 
 def statusline_usage(doc: Mapping[str, Any]) -> Mapped:
-    """claude's status line document as ``usage``: the session's input and output tokens and
-    cost so far (``context_window.total_*``, ``cost.total_cost_usd``), the cache tokens of its
-    latest request (``context_window.current_usage``: claude gives no session total of those)."""
+    """claude's status line document as ``usage``: the session's cost so far
+    (``cost.total_cost_usd``), the input and output tokens of its context window
+    (``context_window.total_*``: they grow with the context, they are not a sum of the turns)
+    and the cache tokens of its latest request (``context_window.current_usage``)."""
     data = {
         "provider_session": _text(doc, "session_id"),
         "input_tokens": _number(doc, "context_window", "total_input_tokens"),
