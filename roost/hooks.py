@@ -33,7 +33,6 @@ KIMI_EVENTS = (
     "Interrupt",
     "SessionEnd",
 )
-KIMI_HOME = ("KIMI_CODE_HOME", ".kimi-code")  # kimi's home: the variable, else under ~
 HOOK_TIMEOUT_S = 10  # what a CLI waits for a hook at most; this one sends a datagram and exits
 
 

@@ -26,6 +26,9 @@ from roost.cli.context import Ctx, reader
 from roost.cli.output import emit_json
 from roost.wire.errors import RoostError
 
+# kimi's home: the variable, else under ~ (the kimi adapter's ``VendorCli``, which the CLI does
+# not import; tests/unit/test_integrate.py holds the two equal)
+KIMI_HOME = ("KIMI_CODE_HOME", ".kimi-code")
 BEGIN = "# >>> roost signal hooks: `roost integrate kimi --remove` takes this block out >>>"
 END = "# <<< roost signal hooks <<<"
 
@@ -92,7 +95,7 @@ def _check_toml(text: str) -> None:
 
 def kimi_config(env: dict[str, str]) -> Path:
     """kimi's config.toml: under ``KIMI_CODE_HOME``, else ``~/.kimi-code``."""
-    home_env, home_dir = hooks.KIMI_HOME
+    home_env, home_dir = KIMI_HOME
     return Path(env.get(home_env) or Path.home() / home_dir) / "config.toml"
 
 

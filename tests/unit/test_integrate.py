@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 
 from roost import hooks
-from roost.cli.integrate import BEGIN, END, find_block, integrate_kimi, with_block, without_block
+from roost.cli.integrate import (
+    BEGIN,
+    END,
+    KIMI_HOME,
+    find_block,
+    integrate_kimi,
+    with_block,
+    without_block,
+)
 from roost.wire.errors import RoostError
 
 ODD = [
@@ -126,4 +134,4 @@ def test_kimis_home_is_the_adapters() -> None:
     from roost.adapters.kimi import KimiAdapter
 
     assert KimiAdapter.cli is not None
-    assert (KimiAdapter.cli.home_env, KimiAdapter.cli.home_dir) == hooks.KIMI_HOME
+    assert (KimiAdapter.cli.home_env, KimiAdapter.cli.home_dir) == KIMI_HOME
