@@ -84,6 +84,7 @@ class AdapterActor:
             mode=mode,
             env=f.str_map(body, "env"),
             data_dir=f.req_str(body, "data_dir"),
+            session_dir=f.opt_str(body, "session_dir", max_len=4096) or "",
         )
 
     def _configured(self, body: dict[str, Any]) -> tuple[LaunchContext, dict[str, str]]:

@@ -70,24 +70,31 @@ def key_names(body: dict[str, Any]) -> list[str]:
 
 @dataclass(frozen=True)
 class LaunchContext:
-    """Where and how a session is launched; ``data_dir`` is a per-provider directory of the node."""
+    """Where and how a session is launched; ``data_dir`` is a per-provider directory of the node,
+    ``session_dir`` the record's own directory ("" when the caller named none)."""
 
     cwd: str
     mode: str
     env: dict[str, str]
     data_dir: str
+    session_dir: str = ""
 
 
 @dataclass(frozen=True)
 class Launch:
-    """A ready-to-run process: argv and the environment additions, plus the identity if known."""
+    """A ready-to-run process: argv and the environment additions, plus the identity if known.
+    ``files``: file name -> text, each written (mode 0600) into the record's session directory
+    (``LaunchContext.session_dir``) before the process starts, since its argv names them (the
+    adapter itself writes nothing)."""
 
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     provider_session: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
-        return {"argv": self.argv, "env": self.env, "provider_session": self.provider_session}
+        wire = {"argv": self.argv, "env": self.env, "provider_session": self.provider_session}
+        return {**wire, "files": self.files} if self.files else wire
 
 
 @dataclass(frozen=True)

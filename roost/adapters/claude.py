@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
+from roost import hooks
 from roost.adapters import limits, stream_json
 from roost.adapters.base import (
     ATTENTION,
@@ -48,7 +49,10 @@ from roost.wire.errors import RoostError
 from roost.wire.usage import Usage
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
-HINT = re.compile(r"^claude --resume ([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12})$")
+# The exit hint; claude 2.1.332 repeats a short enough ``--settings FILE`` before ``--resume``.
+HINT = re.compile(
+    r"^claude (?:--settings \S+ )?--resume ([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12})$"
+)
 NO_CONVERSATION = re.compile(r"No conversation found with session ID")
 PROMPT = "\N{HEAVY RIGHT-POINTING ANGLE QUOTATION MARK ORNAMENT}"
 RULE = re.compile(r"^─{8,}$")
@@ -150,14 +154,12 @@ class ClaudeAdapter(Adapter):
     def fresh(self, ctx: LaunchContext) -> Launch:
         # a stream-mode record runs no process between turns: the supervisor only uses ``turn``
         session_id = str(uuid.uuid4())
-        argv = [self._bin(ctx), "--session-id", session_id]
-        return Launch(argv=argv, provider_session=session_id)
+        return with_hooks(Launch([self._bin(ctx), "--session-id", session_id], {}, session_id), ctx)
 
     def resume(self, provider_session: str, ctx: LaunchContext) -> Launch:
         _check_id(provider_session, "resume")
-        return Launch(
-            argv=[self._bin(ctx), "--resume", provider_session], provider_session=provider_session
-        )
+        launch = Launch([self._bin(ctx), "--resume", provider_session], {}, provider_session)
+        return with_hooks(launch, ctx)
 
     def fork(self, provider_session: str, ctx: LaunchContext) -> Launch:
         """``--resume SRC --fork-session --session-id NEW``: claude copies the conversation into
@@ -166,7 +168,7 @@ class ClaudeAdapter(Adapter):
         _check_id(provider_session, "fork")
         new = str(uuid.uuid4())
         argv = [self._bin(ctx), *_forked(provider_session, new)]
-        return Launch(argv=argv, provider_session=new)
+        return with_hooks(Launch(argv=argv, provider_session=new), ctx)
 
     def resume_fork(self, provider_session: str, source: str, ctx: LaunchContext) -> Launch:
         """claude writes a fork's file only at its first message: a fork stopped before one
@@ -177,7 +179,7 @@ class ClaudeAdapter(Adapter):
             return self.resume(provider_session, ctx)
         _check_id(source, "fork")
         argv = [self._bin(ctx), *_forked(source, provider_session)]
-        return Launch(argv=argv, provider_session=provider_session)
+        return with_hooks(Launch(argv=argv, provider_session=provider_session), ctx)
 
     def transcript(self, provider_session: str, ctx: LaunchContext) -> Path | None:
         """The conversation's file, ``<config dir>/projects/<escaped cwd>/<id>.jsonl``, looked up
@@ -264,6 +266,61 @@ class ClaudeAdapter(Adapter):
 
 def _forked(source: str, new: str) -> list[str]:
     return ["--resume", source, "--fork-session", "--session-id", new]
+
+
+# -- hooks ---------------------------------------------------------------------------------------
+
+SETTINGS_FILE = "claude-settings.json"  # in the record's session directory
+
+
+def with_hooks(launch: Launch, ctx: LaunchContext) -> Launch:
+    """``launch`` with ``--settings`` naming the record's own settings file (in ``files``, for
+    the node to write): observer-only hooks that run ``roost signal claude``. Only for a pty
+    session whose session directory is known; never the user's ``settings.json``, whose hooks
+    claude runs beside these (its ``--settings`` hooks are merged with the user's)."""
+    if ctx.mode != "pty" or not ctx.session_dir:
+        return launch
+    path = str(PurePath(ctx.session_dir) / SETTINGS_FILE)
+    settings = json.dumps(hook_settings(ctx), indent=1)
+    argv = [launch.argv[0], "--settings", path, *launch.argv[1:]]
+    return Launch(argv, launch.env, launch.provider_session, {SETTINGS_FILE: settings})
+
+
+def hook_settings(ctx: LaunchContext) -> dict[str, Any]:
+    """The per-record settings: a command hook per event of ``hooks.CLAUDE_EVENTS``, and the
+    status line (claude's only report of cost and tokens in a live session) unless the user
+    has one of their own: a ``statusLine`` in ``--settings`` replaces theirs, so theirs is kept
+    and the status line's usage is not sent."""
+    command = hooks.hook_command("claude")
+    each = {"type": "command", "command": command, "timeout": hooks.HOOK_TIMEOUT_S}
+    settings: dict[str, Any] = {
+        "hooks": {event: [{"hooks": [each]}] for event in hooks.CLAUDE_EVENTS}
+    }
+    if not users_status_line(ctx):
+        line = hooks.hook_command("claude-statusline")
+        settings["statusLine"] = {"type": "command", "command": line, "padding": 0}
+    return settings
+
+
+def users_status_line(ctx: LaunchContext) -> bool:
+    """Does a settings file of the user's (``CLAUDE_CONFIG_DIR``'s or the project's) set a
+    ``statusLine``? One that cannot be read sets none."""
+    env = {**os.environ, **ctx.env}
+    home = env.get("CLAUDE_CONFIG_DIR") or os.path.join(env.get("HOME") or "~", ".claude")
+    project = os.path.join(ctx.cwd, ".claude")
+    for path in (
+        os.path.join(os.path.expanduser(home), "settings.json"),
+        os.path.join(project, "settings.json"),
+        os.path.join(project, "settings.local.json"),
+    ):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("statusLine"):
+            return True
+    return False
 
 
 def _check_id(value: str, name: str) -> None:

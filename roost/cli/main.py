@@ -29,6 +29,8 @@ LAZY = {
     "doctor": "roost.cli.doctor",
     "logs": "roost.cli.logs",
     "completion": "roost.cli.completion",
+    "signal": "roost.cli.integrate",
+    "integrate": "roost.cli.integrate",
     "usage": "roost.cli.usage",
 }
 

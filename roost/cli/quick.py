@@ -525,7 +525,12 @@ def _write(out: str, err: list[str]) -> None:
 
 
 def main() -> None:
-    if not quick(sys.argv[1:]):
+    argv = sys.argv[1:]
+    if len(argv) == 2 and argv[0] == "signal" and not argv[1].startswith("-"):
+        from roost.cli.hook import main as hook  # an agent's hook: before anything else loads
+
+        hook(argv[1:])
+    if not quick(argv):
         from roost.cli.main import main as click_main
 
         click_main()

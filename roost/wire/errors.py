@@ -66,6 +66,8 @@ CODES: dict[str, str] = {
     "storage-failed": "the state database could not be written (I/O error); retry later",
     "backup-exists": "the backup's destination already exists; `--force` replaces it",
     "config-invalid": "the configuration file has an unknown key or a value of the wrong type",
+    "integration-damaged": "the CLI's config has a damaged block of roost's hooks; mend it by hand",
+    "integration-failed": "the CLI's config cannot take roost's hooks; nothing was written",
 }
 
 # The state store answered but could not write (its disk is full or failing): nothing of the

@@ -183,3 +183,4 @@ class TurnPlan(TypedDict, total=False):
     turn_silence_s: float | None
     turn_deadline_s: float | None
     osc9: list[list[Any]] | None
+    files: dict[str, str]  # name -> text, written into the record's session directory first

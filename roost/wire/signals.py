@@ -42,6 +42,7 @@ SignalSource = Literal["hook", "statusline", "osc9", "pattern"]
 #   turn-end    the turn ended (``status``: ok | error | interrupted; ``error``: a message)
 #   attention   the CLI waits for a person (``reason``: one of the adapters' attention
 #               reasons; ``message``)
+#               ``answered`` set (how): that wait is over (kimi's PermissionResult)
 #   usage       tokens and cost so far (``input_tokens``, ``output_tokens``,
 #               ``cache_read_tokens``, ``cache_write_tokens``, ``cost_usd``; each optional)
 #   session-end the CLI's session ended (``how``)

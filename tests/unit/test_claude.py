@@ -563,3 +563,64 @@ def test_a_reset_shown_without_a_zone_is_in_the_local_time() -> None:
     seen = read_screen(screen, now=now)
     assert seen.reset_at == datetime(2026, 12, 3, 15, 1).astimezone().timestamp()
     assert not seen.self_continues
+
+
+# -- the per-record settings file: hooks and the status line ---------------------------------------
+
+
+def hooked_ctx(tmp_path: Path, mode: str = "pty") -> LaunchContext:
+    home = tmp_path / "claude-home"
+    home.mkdir(exist_ok=True)
+    session = tmp_path / "sessions" / "r0123456789"
+    env = {"CLAUDE_CONFIG_DIR": str(home)}
+    return LaunchContext(str(tmp_path), mode, env, "/d", session_dir=str(session))
+
+
+def test_fresh_and_resume_name_the_records_settings_file(tmp_path: Path) -> None:
+    from roost import hooks
+
+    ctx = hooked_ctx(tmp_path)
+    path = os.path.join(ctx.session_dir, "claude-settings.json")
+    fresh, resumed = ADAPTER.fresh(ctx), ADAPTER.resume(SID, ctx)
+    assert fresh.argv == ["claude", "--settings", path, "--session-id", fresh.provider_session]
+    assert resumed.argv == ["claude", "--settings", path, "--resume", SID]
+    assert fresh.files == resumed.files and list(fresh.files) == ["claude-settings.json"]
+    settings = json.loads(fresh.files["claude-settings.json"])
+    command = hooks.hook_command("claude")
+    assert set(settings["hooks"]) == set(hooks.CLAUDE_EVENTS)
+    for event in hooks.CLAUDE_EVENTS:
+        (group,) = settings["hooks"][event]
+        assert group["hooks"] == [{"type": "command", "command": command, "timeout": 10}]
+    line = settings["statusLine"]
+    assert line["type"] == "command" and line["command"] == hooks.hook_command("claude-statusline")
+    assert fresh.to_wire()["files"] == fresh.files
+
+
+def test_no_settings_file_without_a_session_directory_or_in_stream_mode(tmp_path: Path) -> None:
+    assert ADAPTER.fresh(CTX).files == {} and "--settings" not in ADAPTER.resume(SID, CTX).argv
+    assert "files" not in ADAPTER.fresh(CTX).to_wire()
+    stream = hooked_ctx(tmp_path, mode="stream")
+    assert ADAPTER.fresh(stream).files == {}
+    assert "--settings" not in ADAPTER.turn(SID, "hi", stream, first=True).argv
+
+
+@pytest.mark.parametrize("where", ["home", ".claude/settings.json", ".claude/settings.local.json"])
+def test_the_users_own_status_line_is_kept(tmp_path: Path, where: str) -> None:
+    ctx = hooked_ctx(tmp_path)
+    path = tmp_path / "claude-home" / "settings.json" if where == "home" else tmp_path / where
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"statusLine": {"type": "command", "command": "mine"}}))
+    settings = json.loads(ADAPTER.fresh(ctx).files["claude-settings.json"])
+    assert "statusLine" not in settings and set(settings["hooks"]) == {
+        "SessionStart", "UserPromptSubmit", "Stop", "StopFailure", "Notification",
+        "PermissionRequest", "SessionEnd",
+    }  # fmt: skip
+    path.write_text("{not json")
+    assert "statusLine" in json.loads(ADAPTER.fresh(ctx).files["claude-settings.json"])
+
+
+def test_the_exit_hint_with_the_settings_file_names_the_conversation() -> None:
+    """claude 2.1.332 repeats ``--settings FILE`` in its exit hint when the line is short."""
+    hint = f"Resume this session with:\nclaude --settings /tmp/s/settings.json --resume {SID}"
+    assert ADAPTER.discover_identity(hint, CTX, since=0) == SID
+    assert ADAPTER.classify(hint, exited=False).state == EXITED

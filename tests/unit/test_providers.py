@@ -240,6 +240,9 @@ def test_each_provider_keeps_the_registrys_conventions(
 # file -> why it may name a provider
 NAMING = {
     "roost/demo.py": "`make demo` is a script of an operator's commands on the built-in echo agent",
+    "roost/cli/hook.py": "`roost signal claude|kimi` reads those CLIs' hook documents, before "
+    "anything is imported (the CLI imports no adapter)",
+    "roost/cli/integrate.py": "`roost integrate kimi` writes kimi's own config file",
 }
 
 

@@ -30,7 +30,7 @@ from roost.actors.node.loss import (
 from roost.actors.runtime.caller import Caller
 from roost.actors.state import records as r
 from roost.actors.state.records import Record
-from roost.actors.supervisor.terminal import session_dir
+from roost.actors.supervisor.terminal import session_dir, write_private
 from roost.wire import messages as msg
 from roost.wire.errors import RoostError
 from roost.wire.messages import Event, LaunchSpec, RecordState, TurnPlan
@@ -148,6 +148,7 @@ class Sessions:
                 "resume": resume,
                 **({"fork": fork} if fork else {}),
                 "data_dir": str(self.state_dir / "providers" / record.provider),
+                "session_dir": str(self.state_dir / "sessions" / record.id),
             },
         )
         return cast(TurnPlan, plan)
@@ -175,6 +176,7 @@ class Sessions:
             started = latest["turn"] is not None  # a fork's first turn forks, even resumed
         identity = plan.get("provider_session") or record.provider_session
         spec = self._spec(record, plan, env, instance, started, generation, identity)
+        write_launch_files(session_dir(self.state_dir, record.id), plan.get("files") or {})
         if fork:
             spec["fork"] = fork
         path = self.launcher.prepare(spec)
@@ -411,3 +413,21 @@ class Sessions:
             self.records.drop(record.id)
         shutil.rmtree(self.state_dir / "sessions" / record.id, ignore_errors=True)
         return record_of(reply)
+
+
+MAX_LAUNCH_FILES = 8
+
+
+def write_launch_files(directory: Path, files: dict[str, str]) -> None:
+    """Write a launch plan's ``files`` (name -> text) into the record's session directory, each
+    mode 0600, before the agent that reads them starts (claude's per-record settings file). A
+    name is a plain file name: anything else is the adapter's fault, ``launch-failed``."""
+    if len(files) > MAX_LAUNCH_FILES:
+        raise RoostError("launch-failed", f"the launch plan names {len(files)} files")
+    for name, text in files.items():
+        if not name or "/" in name or name.startswith(".") or "\0" in name:
+            raise RoostError("launch-failed", f"the launch plan names a file {name[:64]!r}")
+        try:
+            write_private(directory / name, text.encode())
+        except OSError as err:
+            raise RoostError("launch-failed", f"writing {name}: {err.strerror}") from None
