@@ -8,7 +8,7 @@ import os
 import socket
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import structlog.testing
@@ -62,6 +62,50 @@ def test_a_dropped_signal_does_not_move_its_source_on() -> None:
     o = Ordering("r1", 1)
     assert o.refusal(sig(100, generation=2)) == "other-generation"
     assert o.refusal(sig(5)) is None
+
+
+def test_another_provider_session_s_signal_is_told_apart() -> None:
+    """A CLI the agent started signals with the agent's environment but its own session id."""
+    mine, theirs = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+    named = {**sig(1), "data": {"provider_session": theirs}}
+    assert signals.other_session(cast(ws.Signal, named), mine) == theirs
+    assert signals.other_session(cast(ws.Signal, {**named, "data": {}}), mine) is None
+    same = {**named, "data": {"provider_session": mine}}
+    assert signals.other_session(cast(ws.Signal, same), mine) is None
+    assert signals.other_session(cast(ws.Signal, named), None) is None  # not known yet
+
+
+async def _another_provider_session_s_signals_are_dropped_and_logged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mine, theirs = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+    channel = SignalChannel("r1", 1, None)
+    identity: list[str | None] = [None]
+    channel.identity = lambda: identity[0]
+    got: list[int] = []
+    channel.handlers["turn-end"] = lambda s: got.append(s["seq"])
+
+    def named(seq: int, who: str) -> ws.Signal:
+        return cast(ws.Signal, {**sig(seq), "data": {"provider_session": who}})
+
+    with structlog.testing.capture_logs() as logs:
+        channel.inject(named(1, theirs))  # the id is not known yet: taken
+        identity[0] = mine
+        for seq in range(2, 30):
+            channel.inject(named(seq, theirs))
+        channel.inject(named(5, mine))  # the others moved no seq on
+        channel.inject(sig(6))  # one naming no session is the session's own
+    assert got == [1, 5, 6]
+    assert channel.dropped == {"other-session": 28}
+    said = [e for e in logs if e["event"] == "signal-dropped"]
+    assert len(said) == 1 and said[0]["reason"] == "other-session"
+    assert said[0]["signalled"] == theirs and said[0]["kind"] == "turn-end"
+
+
+def test_another_provider_session_s_signals_are_dropped_and_logged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asyncio.run(_another_provider_session_s_signals_are_dropped_and_logged(monkeypatch))
 
 
 def test_the_socket_goes_in_the_runtime_directory_and_always_fits(tmp_path: Path) -> None:

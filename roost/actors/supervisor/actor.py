@@ -98,6 +98,7 @@ class Supervisor:
         for kind in ("session", "turn-start", "turn-end", "attention", "session-end"):
             self.channel.handlers[kind] = self.classifier.signal
         self.channel.handlers["usage"] = self.on_usage
+        self.channel.identity = lambda: self.identity
         self._osc9_rules = rules(spec.get("osc9"))
         self._osc9 = Osc9Scanner()
         handlers = {

@@ -5,7 +5,9 @@ OSC 9, read in the PTY's bytes: ``inject``).
 
 Every signal, whatever its way in, passes ``Ordering.take``: one of another record or generation
 (a CLI of an earlier launch, a hook still running from it) is dropped, and so is one whose
-``seq`` is not above the last taken from the same source (a late or repeated delivery). What a
+``seq`` is not above the last taken from the same source (a late or repeated delivery), and so is
+one that names another provider session than this session's (``other_session``: a CLI the agent
+itself started, which inherited the channel's environment). What a
 taken signal does is the handler of its kind in ``handlers``; the supervisor registers its own
 (``verdicts``), and another concern adds one the same way, e.g.
 ``channel.handlers["usage"] = on_usage`` for the token counts a ``usage`` signal carries. A kind
@@ -41,6 +43,18 @@ DROP_LOG_S = 10.0  # at most one log line per reason per this long (a noisy hook
 _CREDS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 Handler = Callable[[ws.Signal], None]
+
+
+def other_session(sig: ws.Signal, identity: str | None) -> str | None:
+    """The provider session ``sig`` names when it is not ``identity``, the session's own: a
+    CLI the agent started (a ``claude -p`` a tool runs, a kimi with roost's integration) runs its
+    hooks with the agent's environment, so they reach this channel. None: it is this session's,
+    names none (codex's OSC 9, read on this session's own screen), or the session's id is not
+    known yet (then a ``session`` signal may teach it: ``verdicts``)."""
+    found = sig["data"].get("provider_session")
+    if identity is None or not isinstance(found, str) or not found or found == identity:
+        return None
+    return found
 
 
 class Ordering:
@@ -86,6 +100,7 @@ class SignalChannel:
         self.ordering = Ordering(record, generation)
         self.path = path
         self.handlers: dict[ws.SignalKind, Handler] = {}
+        self.identity: Callable[[], str | None] = lambda: None  # the session's provider id
         self.taken = 0
         self.dropped: dict[str, int] = {}  # reason -> count
         self._logged: dict[str, float] = {}  # reason -> when it was last logged
@@ -166,6 +181,10 @@ class SignalChannel:
             self._deliver(sig)
 
     def _deliver(self, sig: ws.Signal) -> None:
+        foreign = other_session(sig, self.identity())
+        if foreign is not None:  # before the ordering: it moves no source's seq
+            self._drop("other-session", source=sig["source"], kind=sig["kind"], signalled=foreign)
+            return
         reason = self.ordering.refusal(sig)
         if reason is not None:
             self._drop(

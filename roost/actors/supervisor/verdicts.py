@@ -10,7 +10,8 @@ screen does not bear out yet is weighed again every ``RECHECK_S``; one still con
 ``DISAGREE_AFTER_S`` after it was taken (a ``turn-end`` on a screen that reads busy, an
 ``attention`` on a ready screen) leaves the screen's verdict standing, ``via`` ``"screen"``, and
 the disagreement is logged (``signal-disagrees``, with both sides). ``session`` signals settle
-the provider session id; one naming another id than the one known is logged and not taken.
+the provider session id: one teaches it while it is not known (a fresh launch whose id the CLI
+chooses); a signal naming another id than the one known never gets here (``signals`` drops it).
 
 Every pty turn has a start and an end (``Ledger``), with signals or without. A turn starts when
 a prompt is typed, on a ``turn-start`` signal, or when the screen reads busy with no turn open (a
@@ -129,12 +130,15 @@ class Verdicts:
         self.ask(0.0)
 
     def _session(self, sig: ws.Signal) -> None:
-        """The CLI's session id, exactly; an id other than the one known is logged, not
-        taken (the screen's and the files' checks judge a resume that went elsewhere)."""
+        """The CLI's session id, exactly (logged: one per start, resume, clear or compact); an
+        id other than the one known is logged, not taken (the channel drops another session's
+        signals before they get here; the screen's and the files' checks judge a resume that
+        went elsewhere)."""
         found = sig["data"].get("provider_session")
         if not isinstance(found, str) or not found:
             return
         known = self.sup.identity
+        log.info("signal-session", provider_session=found, how=sig["data"].get("how"), known=known)
         if known is not None and found != known:
             log.warning(
                 "signal-identity-mismatch",
