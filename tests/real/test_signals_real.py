@@ -8,8 +8,16 @@ the model's last byte, whether a signal told it or the screen alone.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.e2e.conftest import Node, wait_for
 from tests.fakes.model_api import APPROVE_COMMAND, HELLO, ModelApi
@@ -77,7 +85,9 @@ def test_codex_osc9_tells_a_turn_s_end_and_an_approval(
     node.run("stop", "sig")
 
 
-def _ends_within_a_second(node: Node, rid: str, api: ModelApi) -> dict[str, Any]:
+def _ends_within_a_second(
+    node: Node, rid: str, api: ModelApi, *, stop: bool = True
+) -> dict[str, Any]:
     """A SLOW answer (streamed over seconds, so a turn that ended early would show): its turn's
     end is reported once, after the model's last byte and within ``END_WITHIN_S`` of it."""
     node.run("prompt", "sig", "SLOW hello")
@@ -86,7 +96,8 @@ def _ends_within_a_second(node: Node, rid: str, api: ModelApi) -> dict[str, Any]
     assert last is not None
     print(f"turn end reported {end['ts'] - last:.3f} s after the model's last byte")
     assert 0 <= end["ts"] - last <= END_WITHIN_S, (end["ts"] - last, end)
-    node.run("stop", "sig")
+    if stop:
+        node.run("stop", "sig")
     return dict(end["data"])
 
 
@@ -114,3 +125,81 @@ def test_kimi_turn_end_within_a_second_of_the_last_byte(
     env = kimi_env(tmp_path / "homes", model_api, cwd)
     rid = _spawn(node, _kimi_bin(kimi), "ROOST_KIMI_BIN", env, cwd)
     _ends_within_a_second(node, rid, model_api)
+
+
+# -- the hooks, through roost ------------------------------------------------------------------
+
+
+def _said(node: Node, rid: str, event: str) -> list[dict[str, Any]]:
+    """The supervisor's log lines of ``event``."""
+    path = node.state_dir / "sessions" / rid / "supervisor.log"
+    found = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        with contextlib.suppress(ValueError):
+            found.append(json.loads(line))
+    return [e for e in found if isinstance(e, dict) and e.get("event") == event]
+
+
+def _usage_events(node: Node, rid: str, source: str) -> list[dict[str, Any]]:
+    events = node.run("events", "--id", rid)["events"]
+    return [
+        e["data"]
+        for e in events
+        if e["kind"] == "session.usage" and e["data"].get("source") == source
+    ]
+
+
+def test_claude_through_roost_its_hooks_end_the_turn_and_its_status_line_costs(
+    node: Node, claude: Cli, model_api: ModelApi, tmp_path: Path
+) -> None:
+    """The node writes the record's ``--settings`` file; claude runs its hooks, whose signals
+    reach the supervisor's channel: SessionStart names the id roost assigned, Stop ends a
+    turn ``via`` a signal within a second of the model's last byte, and the status line's cost
+    is the session's usage."""
+    cwd = _project(tmp_path)
+    env = claude_env(tmp_path / "homes", model_api, cwd)
+    rid = _spawn(node, claude, "ROOST_CLAUDE_BIN", env, cwd)
+    sid = node.record("sig")["provider_session"]
+    started = wait_for(lambda: _said(node, rid, "signal-session"), 30, "SessionStart's signal")
+    assert started[0]["provider_session"] == sid and started[0]["how"] == "startup", started
+    end = _ends_within_a_second(node, rid, model_api, stop=False)
+    assert end["via"] in ("both", "signal"), end
+    node.run("prompt", "sig", "/cost")  # claude's own account: "Estimated cost: $0.0126"
+    screen = node.wait_screen("sig", "Estimated cost:", timeout=30)
+    said = re.search(r"Estimated cost:\s+\$([0-9.]+)", screen)
+    assert said is not None, screen
+    cost = float(said.group(1))
+    node.run("key", "sig", "escape")
+
+    def shown() -> dict[str, Any] | None:
+        usage: dict[str, Any] | None = node.run("show", "sig").get("usage")
+        return usage if usage and usage["cost_usd"] == pytest.approx(cost, abs=5e-5) else None
+
+    usage = wait_for(shown, 30, f"the status line's cost, ${cost} as /cost says")
+    told = _usage_events(node, rid, "statusline")
+    print(f"/cost: ${cost}; status line reports: {told}; shown: {usage}")
+    assert usage["cost_usd"] > 0
+    assert sum(e["usage"]["cost_usd"] for e in told) == pytest.approx(usage["cost_usd"])
+    assert node.run("usage")["total"]["cost_usd"] == pytest.approx(usage["cost_usd"])
+    assert not _said(node, rid, "signal-dropped"), _said(node, rid, "signal-dropped")
+    node.run("stop", "sig")
+
+
+def test_kimi_through_roost_with_the_integration_ends_a_turn_by_its_hook(
+    node: Node, kimi: Cli, model_api: ModelApi, tmp_path: Path
+) -> None:
+    """``roost integrate kimi`` in kimi's home, then kimi through roost: its SessionStart hook
+    teaches the session id (roost did not assign it), its Stop hook ends the turn."""
+    cwd = _project(tmp_path)
+    env = kimi_env(tmp_path / "homes", model_api, cwd)
+    integrate = [sys.executable, "-m", "roost", "integrate", "kimi", "--json"]
+    done = subprocess.run(integrate, env={**os.environ, **env}, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    rid = _spawn(node, _kimi_bin(kimi), "ROOST_KIMI_BIN", env, cwd)
+    end = _ends_within_a_second(node, rid, model_api, stop=False)
+    assert end["via"] in ("both", "signal"), end
+    sessions = _said(node, rid, "signal-session")
+    assert sessions and sessions[0]["provider_session"].startswith("session_"), sessions
+    assert node.record("sig")["provider_session"] == sessions[0]["provider_session"]
+    assert not _said(node, rid, "signal-dropped"), _said(node, rid, "signal-dropped")
+    node.run("stop", "sig")
