@@ -160,3 +160,36 @@ def test_a_claude_the_agent_runs_cannot_signal_into_the_session(
     (end,) = wait_for(lambda: turn_ends(node, rid), 15, "the turn's end")
     assert end["via"] in ("signal", "both"), end
     node.run("stop", "cc")
+
+
+def test_claude_s_clear_moves_the_session_to_its_new_conversation(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    """/clear gives claude a new conversation and id in the same process; its SessionStart
+    (source clear) moves the record to it, so the hooks that follow are the session's own and
+    a resume continues the conversation the screen shows."""
+    node.up()
+    rid, sid = spawn(node, tmp_path, project)
+    activity(node, "cc", "ready")
+    node.run("prompt", "cc", "before")
+    wait_for(lambda: turn_ends(node, rid), 15, "the first turn's end")
+    node.run("prompt", "cc", "/clear")
+    rec = wait_for(
+        lambda: r if (r := node.record("cc"))["provider_session"] != sid else None,
+        15,
+        "the new conversation's id",
+    )
+    new = rec["provider_session"]
+    assert rec["state"] == "live" and rec["attention"] is None
+    moved = [e["data"] for e in node.run("events", "--id", rid)["events"]]
+    assert {"provider_session": new, "previous": sid, "how": "clear"} in moved
+    wait_for(lambda: len(turn_ends(node, rid)) == 2 or None, 15, "/clear's, a prompt's, end")
+    node.run("prompt", "cc", "after")
+    wait_for(lambda: len(turn_ends(node, rid)) == 3 or None, 15, "the next turn's end")
+    assert turn_ends(node, rid)[-1]["via"] in ("signal", "both")
+    assert not said(node, rid, "signal-dropped")
+    node.run("stop", "cc")
+    node.run("resume", "cc")
+    node.wait_screen("cc", "You said: after")
+    assert "You said: before" not in node.run("show", "cc", "--screen")["screen"]
+    node.run("stop", "cc")

@@ -203,3 +203,38 @@ def test_kimi_through_roost_with_the_integration_ends_a_turn_by_its_hook(
     assert node.record("sig")["provider_session"] == sessions[0]["provider_session"]
     assert not _said(node, rid, "signal-dropped"), _said(node, rid, "signal-dropped")
     node.run("stop", "sig")
+
+
+def test_claude_s_clear_moves_the_record_to_its_new_conversation(
+    node: Node, claude: Cli, model_api: ModelApi, tmp_path: Path
+) -> None:
+    """claude's /clear starts a new conversation with a new id in the same process, and runs
+    SessionStart with source ``clear``: the record follows it (its hooks stay the session's
+    own, not dropped as another CLI's), and a resume continues the new conversation."""
+    cwd = _project(tmp_path)
+    env = claude_env(tmp_path / "homes", model_api, cwd)
+    rid = _spawn(node, claude, "ROOST_CLAUDE_BIN", env, cwd)
+    sid = node.record("sig")["provider_session"]
+    node.run("prompt", "sig", "greetings before")
+    wait_for(lambda: _turn_ends(node, rid), 60, "the first turn's end")
+    node.run("prompt", "sig", "/clear")
+    rec = wait_for(
+        lambda: r if (r := node.record("sig"))["provider_session"] != sid else None,
+        30,
+        "the new conversation's id",
+    )
+    new = rec["provider_session"]
+    assert rec["state"] == "live" and rec["attention"] is None, rec
+    cleared = [s for s in _said(node, rid, "signal-session") if s["how"] == "clear"]
+    assert cleared and cleared[0]["provider_session"] == new and cleared[0]["known"] == sid
+    turns = len(_turn_ends(node, rid))
+    node.run("prompt", "sig", "hello again")
+    wait_for(lambda: len(_turn_ends(node, rid)) > turns or None, 60, "the next turn's end")
+    assert _turn_ends(node, rid)[-1]["data"]["via"] in ("both", "signal")
+    assert not _said(node, rid, "signal-dropped"), _said(node, rid, "signal-dropped")
+    node.run("stop", "sig")
+    resumed = node.run("resume", "sig", "--wait-ready", "--ready-timeout", "60")["record"]
+    assert resumed["provider_session"] == new and resumed["attention"] is None, resumed
+    screen = node.wait_screen("sig", "hello again", timeout=30)
+    assert "greetings before" not in screen  # the cleared conversation is not the one resumed
+    node.run("stop", "sig")

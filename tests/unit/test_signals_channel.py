@@ -73,6 +73,10 @@ def test_another_provider_session_s_signal_is_told_apart() -> None:
     same = {**named, "data": {"provider_session": mine}}
     assert signals.other_session(cast(ws.Signal, same), mine) is None
     assert signals.other_session(cast(ws.Signal, named), None) is None  # not known yet
+    cleared = {**named, "kind": "session", "data": {"provider_session": theirs, "how": "clear"}}
+    assert signals.other_session(cast(ws.Signal, cleared), mine) is None  # claude's /clear
+    started = {**cleared, "data": {"provider_session": theirs, "how": "startup"}}
+    assert signals.other_session(cast(ws.Signal, started), mine) == theirs
 
 
 async def _another_provider_session_s_signals_are_dropped_and_logged(

@@ -213,6 +213,11 @@ class Reports:
         if record.provider_session is None:
             await self.sessions.update(record, {"provider_session": found}, events=[event])
             return {"ok": True}
+        if body.get("how") == "clear" and body.get("previous") == record.provider_session:
+            # the CLI started a new conversation itself (claude's /clear): the record follows
+            data.update(previous=record.provider_session, how="clear")
+            await self.sessions.update(record, {"provider_session": found}, events=[event])
+            return {"ok": True}
         data.update(previous=record.provider_session, mismatch=True)
         if record.state not in (r.LIVE, r.ATTENTION):  # nothing running to look at: log it only
             await self.sessions.update(record, {}, events=[event])

@@ -318,6 +318,20 @@ class Supervisor:
         if self.turns is not None:  # the next turn resumes it: its command is asked again
             self.turns.relearnt()
 
+    def cleared(self, provider_session: str) -> None:
+        """The CLI started a new conversation itself (claude's ``/clear``, told by its
+        SessionStart hook): the session's id moves to it, and the node is told which it
+        replaces (a resume then continues the conversation on the screen, not the cleared
+        one)."""
+        previous = self.identity
+        if previous is None or provider_session == previous:
+            return
+        log.info("identity-cleared", previous=previous, provider_session=provider_session)
+        self.identity = self.spec["provider_session"] = provider_session
+        body = {"provider_session": provider_session, "previous": previous, "how": "clear"}
+        self.report("node.session.identity", body)
+        self.usage.soon()
+
     # -- requests ------------------------------------------------------------------------------
 
     def _fence(self, header: p.Header) -> None:

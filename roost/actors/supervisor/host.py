@@ -58,6 +58,10 @@ class Session(Protocol):
 
     def learn(self, provider_session: str) -> None: ...
 
+    def cleared(self, provider_session: str) -> None:
+        """The CLI itself moved to a new conversation (claude's ``/clear``): its new id."""
+        ...
+
     def evidence(self) -> dict[str, Any] | None: ...
 
     def classified(

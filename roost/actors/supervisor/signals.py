@@ -43,6 +43,7 @@ DROP_LOG_S = 10.0  # at most one log line per reason per this long (a noisy hook
 _CREDS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 Handler = Callable[[ws.Signal], None]
+CLEARED = "clear"  # a ``session`` signal's ``how`` when the CLI started a new conversation
 
 
 def other_session(sig: ws.Signal, identity: str | None) -> str | None:
@@ -50,9 +51,13 @@ def other_session(sig: ws.Signal, identity: str | None) -> str | None:
     CLI the agent started (a ``claude -p`` a tool runs, a kimi with roost's integration) runs its
     hooks with the agent's environment, so they reach this channel. None: it is this session's,
     names none (codex's OSC 9, read on this session's own screen), or the session's id is not
-    known yet (then a ``session`` signal may teach it: ``verdicts``)."""
+    known yet (then a ``session`` signal may teach it: ``verdicts``). A ``session`` signal of
+    a ``clear`` is the session's own CLI moving to a new conversation (claude's ``/clear`` gives
+    it a new id, and its SessionStart says ``clear``): it passes, and moves the session's id."""
     found = sig["data"].get("provider_session")
     if identity is None or not isinstance(found, str) or not found or found == identity:
+        return None
+    if sig["kind"] == "session" and sig["data"].get("how") == CLEARED:
         return None
     return found
 

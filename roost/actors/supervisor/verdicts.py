@@ -11,7 +11,9 @@ screen does not bear out yet is weighed again every ``RECHECK_S``; one still con
 ``attention`` on a ready screen) leaves the screen's verdict standing, ``via`` ``"screen"``, and
 the disagreement is logged (``signal-disagrees``, with both sides). ``session`` signals settle
 the provider session id: one teaches it while it is not known (a fresh launch whose id the CLI
-chooses); a signal naming another id than the one known never gets here (``signals`` drops it).
+chooses), and one of a ``clear`` (claude's ``/clear``: a new conversation, a new id, in the same
+CLI) moves it; a signal naming another id than the one known never gets here (``signals`` drops
+it).
 
 Every pty turn has a start and an end (``Ledger``), with signals or without. A turn starts when
 a prompt is typed, on a ``turn-start`` signal, or when the screen reads busy with no turn open (a
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from roost.actors.supervisor.signals import CLEARED
 from roost.adapters.base import ATTENTION, BUSY, EXITED, READY, SHELL
 from roost.wire import signals as ws
 
@@ -137,8 +140,11 @@ class Verdicts:
         found = sig["data"].get("provider_session")
         if not isinstance(found, str) or not found:
             return
-        known = self.sup.identity
-        log.info("signal-session", provider_session=found, how=sig["data"].get("how"), known=known)
+        known, how = self.sup.identity, sig["data"].get("how")
+        log.info("signal-session", provider_session=found, how=how, known=known)
+        if known is not None and found != known and how == CLEARED:
+            self.sup.cleared(found)
+            return
         if known is not None and found != known:
             log.warning(
                 "signal-identity-mismatch",
