@@ -140,7 +140,7 @@ def test_a_claude_the_agent_runs_cannot_signal_into_the_session(
     """A second claude started with the agent's environment (as a tool would) runs the same
     hooks under its own session id: its signals are dropped, logged, and change nothing."""
     node.up()
-    rid, sid = spawn(node, tmp_path, project)
+    rid, sid = spawn(node, tmp_path, project, "FAKE_CLAUDE_BUSY_MS=0")  # the end is the hook's
     activity(node, "cc", "ready")
     env = wait_for(lambda: agent_env(node, rid), 15, "the agent's environment")
     settings = node.state_dir / "sessions" / rid / "claude-settings.json"
@@ -156,6 +156,7 @@ def test_a_claude_the_agent_runs_cannot_signal_into_the_session(
     assert not turn_ends(node, rid)
     assert os.path.exists(env["ROOST_SIGNAL_SOCKET"])
 
+    assert node.run("show", "cc")["classification"]["via"] == "screen"
     node.run("prompt", "cc", "still mine")  # the session's own hooks are still taken
     (end,) = wait_for(lambda: turn_ends(node, rid), 15, "the turn's end")
     assert end["via"] in ("signal", "both"), end
@@ -169,7 +170,7 @@ def test_claude_s_clear_moves_the_session_to_its_new_conversation(
     (source clear) moves the record to it, so the hooks that follow are the session's own and
     a resume continues the conversation the screen shows."""
     node.up()
-    rid, sid = spawn(node, tmp_path, project)
+    rid, sid = spawn(node, tmp_path, project, "FAKE_CLAUDE_BUSY_MS=0")
     activity(node, "cc", "ready")
     node.run("prompt", "cc", "before")
     wait_for(lambda: turn_ends(node, rid), 15, "the first turn's end")
