@@ -5,10 +5,12 @@ Run as itself under tmux (``python bench/replayer.py --provider codex --result P
 roost inside an echo session's agent: a file the agent runs first (``ROOST_ECHO_PRELOAD``) calls
 ``hook()``, which, when ``ROOST_BENCH_FIFO`` is set, waits in a thread until the figure opens that
 FIFO and then replays, so the session is live and quiet before the output begins (as
-``writer.py`` does). The replay begins with ``START`` (reset style, home, clear), so both terminals
-start from the same blank screen whatever was on it. Each chunk is written at its recorded time
-from the start (a late one does not delay the rest); the result (seconds, bytes) goes to the
-result file as JSON.
+``writer.py`` does). The terminal is put in raw mode first, as the CLI had it (no output
+translation: the recorded bytes were translated already; no echo of what the terminal answers to
+the CLI's queries). The replay begins with ``START`` (reset style, home, clear), so both
+terminals start from the same blank screen whatever was on it. Each chunk is written at its
+recorded time from the start (a late one does not delay the rest); the result (seconds, bytes)
+goes to the result file as JSON.
 """
 
 from __future__ import annotations
@@ -16,20 +18,25 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import termios
 import threading
 import time
+import tty
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.replay, run as a script
 
-from tests.replay import load  # noqa: E402
-from writer import report, write_all  # noqa: E402
+from writer import report, write_all
+
+from tests.replay import load
 
 START = b"\x1b[0m\x1b[H\x1b[2J"
 
 
 def replay(provider: str, fd: int = 1) -> dict[str, float]:
     recorded = load(provider)
+    if os.isatty(fd):  # the recorded bytes were translated by the CLI's terminal already
+        tty.setraw(fd, termios.TCSANOW)
     write_all(fd, START)
     start = due = time.perf_counter()
     for delay, data in recorded.chunks:

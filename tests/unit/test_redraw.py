@@ -47,7 +47,7 @@ def test_a_recorded_answer_read_in_any_pieces_is_pytes_screen(provider: str, see
     rng = random.Random(seed)
     fast, slow = Emulator(40, 120), Emulator(40, 120, fast=False)
     at = 0
-    for stop in sorted(rng.sample(range(len(data)), 80)) + [len(data)]:
+    for stop in [*sorted(rng.sample(range(len(data)), 80)), len(data)]:
         fast.feed(data[at:stop])
         slow.feed(data[at:stop])
         at = stop
@@ -97,7 +97,9 @@ REDRAWS: list[Piece] = [
     lambda r, h, w: b"\x1b[%dH" % r.randint(0, h + 1),
     lambda r, h, w: b"\x1b[;%df" % r.randint(0, w + 1),
     lambda r, h, w: text(r, w),
-    lambda r, h, w: r.choice(["\u2500\u2502\u256d", "\u2022 ok", "\u00b7 \u2026", "\u276f"]).encode(),
+    lambda r, h, w: r.choice(
+        ["\u2500\u2502\u256d", "\u2022 ok", "\u00b7 \u2026", "\u276f"]
+    ).encode(),
     lambda r, h, w: b"\x1b[38;5;%dm" % r.randint(0, 255),  # many styles: the id table refills
     lambda r, h, w: b"\x1b[48;2;%d;%d;%dm" % (r.randint(0, 9), r.randint(0, 9), r.randint(0, 9)),
     lambda r, h, w: r.choice([b"\x1b[?6h", b"\x1b[?6l", b"\x1b[?5h", b"\x1b[?5l", b"\x1b[?3l"]),
@@ -149,8 +151,9 @@ def test_the_style_table_refills_without_losing_a_cell() -> None:
 
 
 def test_redraws_never_reach_pytes_parser(monkeypatch: pytest.MonkeyPatch) -> None:
-    """codex's answer (cursor moves, text, styles, modes, titles) is drawn without pyte's
-    parser but for a few bytes (its start-up queries and a clear)."""
+    """codex's answer (cursor moves, text, styles, modes, titles, hyperlinks) is drawn without
+    pyte's parser (a few sequences at most reach it, where pyte alone takes thousands of
+    feeds)."""
     data = EscapeFilter().feed(load("codex").data())
     parsed: list[str] = []
     original = pyte.Stream.feed
@@ -161,4 +164,4 @@ def test_redraws_never_reach_pytes_parser(monkeypatch: pytest.MonkeyPatch) -> No
 
     monkeypatch.setattr(pyte.Stream, "feed", counting)
     Emulator(40, 120).feed(data)
-    assert 0 < len(parsed) < 200
+    assert len(parsed) < 20

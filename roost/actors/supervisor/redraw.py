@@ -8,11 +8,11 @@ text with one regular expression and handles, as pyte's parser would call the sc
 
 * cursor moves (CUP, HVP, CUU/CUD/CUF/CUB, CNL/CPL, CHA/HPA, VPA, HPR/VPR), CR, BS, TAB, BEL, and
   LF where it does not scroll: pyte's own methods, which touch no cell;
-* SGR, modes (``CSI [?] ... h/l``, but DECCOLM and DECSCNM, which rewrite cells) and OSC 0/1/2
-  titles: pyte's own methods;
-* text of single-width characters that fits on the cursor's row (autowrap on or off), and EL (erase in line): kept
-  aside, the last character and style written to each cell, and put into pyte's buffer once at
-  the end of the feed (or before anything else touches the buffer).
+* SGR, modes (``CSI [?] ... h/l``, but DECCOLM and DECSCNM, which rewrite cells) and OSCs (the
+  title; hyperlinks and shell marks, which pyte reads and drops): pyte's own methods;
+* text of single-width characters that fits on the cursor's row (autowrap on or off), and EL
+  (erase in line): kept aside, the last character and style written to each cell, and put into
+  pyte's buffer once at the end of the feed (or before anything else touches the buffer).
 
 Anything else (an LF that scrolls, other escapes and controls, wide or combining characters, text
 that wraps, insert mode, another character set) puts the cells kept aside into the buffer first
@@ -23,6 +23,7 @@ the three CLIs cut at random points.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from typing import Any
@@ -39,7 +40,7 @@ def _narrow() -> str:
     ranges: list[tuple[int, int]] = []
     for code in range(0xA0, 0x2C00):
         char = chr(code)
-        if wcwidth(char) != 1 or unicodedata.combining(char) or not char.isprintable():
+        if wcwidth(char) != 1 or unicodedata.combining(char):
             continue
         if ranges and ranges[-1][1] == code - 1:
             ranges[-1] = (ranges[-1][0], code)
@@ -53,18 +54,23 @@ def _narrow() -> str:
 
 NARROW = _narrow()
 TOKEN = re.compile(
-    "\x1b\\[([0-9]{0,5})(?:;([0-9]{0,5}))?[Hf]([" + NARROW + "]*)"  # 1-3: CUP and its text
-    "|([" + NARROW + "]+)"  # 4: text
-    "|\x1b\\[([0-9;]{0,64})m"  # 5: SGR
-    "|\x1b\\[(\\??)([0-9;]{0,64})([@-~])"  # 6-8: another CSI
-    "|\x1b\\]([012]);([^\x07\x1b\x9c]*)(?:\x07|\x1b\\\\)"  # 9-10: a title
-    "|([\r\n\x0b\x0c\x08\x09\x07])"  # 11: a control
+    "((?:\x1b\\[[0-9]{1,4};[0-9]{1,4}H[" + NARROW + "]*){2,})"  # 1: CUPs, each with its text
+    "|\x1b\\[([0-9]{0,5})(?:;([0-9]{0,5}))?[Hf]([" + NARROW + "]*)"  # 2-4: a CUP and its text
+    "|([" + NARROW + "]+)"  # 5: text
+    "|\x1b\\[([0-9;]{0,64})m"  # 6: SGR
+    "|\x1b\\[(\\??)([0-9;]{0,64})([@-~])"  # 7-9: another CSI
+    "|\x1b\\]([\x20-\x4f\x51\x53-\x7e])([^\x07\x1b\x9c]*)(?:\x07|\x1b\\\\)"  # 10-11: an OSC
+    "|([\r\n\x0b\x0c\x08\x09\x07])"  # 12: a control
 )
+# one CUP and its text, its groups numbered as TOKEN's for one (2-4)
+CUP = re.compile("()\x1b\\[([0-9]{0,5})(?:;([0-9]{0,5}))?[Hf]([" + NARROW + "]*)")
+PLACED = re.compile("\x1b\\[([0-9]+);([0-9]+)H([" + NARROW + "]*)")  # one CUP of a run of them
 MOVES = frozenset("ABCDEFGdea'")  # CSI finals that only move the cursor
 MODES = frozenset("hl")
 CELL_MODES = {DECCOLM, DECSCNM}  # modes whose change rewrites cells
 STYLES = 255  # style ids kept aside (one byte each)
 MAX = 9999  # pyte's cap on a CSI parameter
+SAME = re.compile(rb"([^\x00])\1*")  # a run of cells kept aside in one style
 
 
 class Redraw:
@@ -73,8 +79,8 @@ class Redraw:
 
     def __init__(self, stream: pyte.ByteStream) -> None:
         self.stream = stream
-        self.screen: pyte.Screen = stream.listener._screen  # under emulator.Tolerant
-        listener = stream.listener
+        listener: Any = stream.listener  # emulator.Tolerant, pyte's screen under it
+        self.screen: pyte.Screen = listener._screen
         self.csi = {final: getattr(listener, name) for final, name in pyte.Stream.csi.items()}
         self.debug = listener.debug
         self.draw = listener.draw
@@ -84,6 +90,9 @@ class Redraw:
         self.cells: list[dict[str, Any]] = [{}]  # id -> the cell of each character in it
         self.chars: dict[int, list[str]] = {}  # row -> the character kept aside per column
         self.kept: dict[int, bytearray] = {}  # row -> the style id per column (0: none)
+        self._sized = (0, 0)
+        self._lines: dict[str, int] = {}
+        self._columns: dict[str, int] = {}
 
     @classmethod
     def attach(cls, stream: pyte.ByteStream) -> Redraw | None:
@@ -108,10 +117,13 @@ class Redraw:
         match, parse = TOKEN.match, pyte.Stream.feed
         rows, kept = self.chars, self.kept
         at, end = 0, len(text)
+        while at < end and not stream._taking_plain_text:  # inside a sequence from before
+            parse(stream, text[at])
+            at += 1
         cursor, plain, decom, last, columns = self._state()
         style, fill = 0, b""  # the cursor's style id (0: not looked up since it may have changed)
         while at < end:
-            token = match(text, at) if stream._taking_plain_text else None
+            token = match(text, at)
             if token is None:  # pyte's parser, a character at a time, until it is at rest
                 self.flush()
                 parse(stream, text[at])
@@ -124,8 +136,21 @@ class Redraw:
                 continue
             at = token.end()
             kind = token.lastindex
-            if kind == 3:  # CUP, with the text after it
-                line, column, run = token.groups()[:3]
+            if kind == 1:
+                if plain and not decom:
+                    if not style:
+                        style = self._style(cursor.attrs)
+                        fill = bytes((style,)) * columns
+                    done = self._placed(text, token.start(), at, last, columns, fill)
+                    if done > token.start():
+                        at = done
+                        continue
+                # the first CUP's text does not fit, or not plain, or origin mode: that CUP alone
+                token = CUP.match(text, token.start())
+                assert token is not None
+                at, kind = token.end(), 4
+            if kind == 4:  # CUP, with the text after it
+                line, column, run = token.group(2, 3, 4)
                 if decom:
                     csi["H"](_param(line), _param(column))
                 else:
@@ -135,9 +160,9 @@ class Redraw:
                     cursor.x = x if 0 <= x < columns else (0 if x < 0 else columns - 1)
                 if not run:
                     continue
-            elif kind == 4:
-                run = token.group(4)
-            if kind == 3 or kind == 4:
+            elif kind == 5:
+                run = token.group(5)
+            if kind == 4 or kind == 5:
                 x, size = cursor.x, len(run)
                 if not plain or x + size > columns:
                     self.flush()
@@ -155,11 +180,11 @@ class Redraw:
                 chars[x : x + size] = run
                 kept[y][x : x + size] = fill[:size]
                 cursor.x = x + size
-            elif kind == 5:  # SGR
-                csi["m"](*_params(token.group(5)))
+            elif kind == 6:  # SGR
+                csi["m"](*_params(token.group(6)))
                 style = 0
-            elif kind == 8:
-                private, params, final = token.group(6, 7, 8)
+            elif kind == 9:
+                private, params, final = token.group(7, 8, 9)
                 args = _params(params)
                 if final in MOVES and not private:
                     csi[final](*args)
@@ -188,17 +213,62 @@ class Redraw:
                         method(*args)
                     cursor, plain, decom, last, columns = self._state()
                     style = 0
-            elif kind == 10:  # OSC 0, 1 or 2
-                code, title = token.group(9, 10)
+            elif kind == 11:  # an OSC: pyte reads its first character as the code
+                code, body = token.group(10, 11)
                 if code in "01":
-                    self.set_icon_name(title)
+                    self.set_icon_name(body[1:])
                 if code in "02":
-                    self.set_title(title)
+                    self.set_title(body[1:])
             else:  # a control
-                char = token.group(11)
+                char = token.group(12)
                 if char in "\n\x0b\x0c" and self._scrolls():
                     self.flush()
                 basic[char]()
+
+    def _placed(self, text: str, start: int, end: int, last: int, columns: int, fill: bytes) -> int:
+        """A run of CUPs, each with its text (most of a TUI's repaint), kept aside in one pass;
+        where a text does not fit its row, the run stops before its CUP: returns where the run
+        was read to."""
+        cursor, rows, kept = self.screen.cursor, self.chars, self.kept
+        lines, cols = self._numbers(last + 1, columns)
+        x = y = done = 0
+        for line, column, run in PLACED.findall(text, start, end):
+            y = lines.get(line, -1)
+            if y < 0:
+                y = _clamp(line, last)
+            x = cols.get(column, -1)
+            if x < 0:
+                x = _clamp(column, columns - 1)
+            size = len(run)
+            if x + size > columns:
+                break
+            done += 1
+            if not size:
+                continue
+            chars = rows.get(y)
+            if chars is None:
+                chars = self._row(y)
+            chars[x : x + size] = run
+            kept[y][x : x + size] = fill[:size]
+            x += size
+        else:
+            cursor.x, cursor.y = x, y
+            return end
+        at = start
+        for item in itertools.islice(PLACED.finditer(text, start, end), done):
+            at = item.end()
+            line, column, run = item.groups()
+            cursor.y, cursor.x = _clamp(line, last), _clamp(column, columns - 1) + len(run)
+        return at
+
+    def _numbers(self, lines: int, columns: int) -> tuple[dict[str, int], dict[str, int]]:
+        """A CUP's row and column parameters (as written, no leading zero) and where they put
+        the cursor, for the screen's size."""
+        if self._sized != (lines, columns):
+            self._sized = (lines, columns)
+            self._lines = {str(n + 1): n for n in range(lines)}
+            self._columns = {str(n + 1): n for n in range(columns)}
+        return self._lines, self._columns
 
     def _state(self) -> tuple[Any, bool, bool, int, int]:
         """What the loop reads of the screen until the next call it does not make itself: the
@@ -258,24 +328,46 @@ class Redraw:
         self.kept[cursor.y][start:stop] = bytes((style,)) * (stop - start)
 
     def flush(self) -> None:
-        """Put the cells kept aside into pyte's buffer."""
+        """Put the cells kept aside into pyte's buffer: each run of one style at once."""
         if not self.kept:
             return
         screen = self.screen
         buffer, dirty, styles = screen.buffer, screen.dirty, self.cells
-        attrs = {style: attr for attr, style in self.ids.items()}
+        attrs: dict[int, Any] | None = None
         for y, kept in self.kept.items():
             chars, line = self.chars[y], buffer[y]
-            for x, style in enumerate(kept):
-                if style:
-                    cells, char = styles[style], chars[x]
-                    cell = cells.get(char)
-                    if cell is None:
-                        cell = cells[char] = attrs[style]._replace(data=char)
-                    line[x] = cell
+            for run in SAME.finditer(kept):
+                start, stop = run.span()
+                style = kept[start]
+                cells = styles[style]
+                if not cells:
+                    if attrs is None:
+                        attrs = {style: attr for attr, style in self.ids.items()}
+                    cells = styles[style] = Cells(attrs[style])
+                placed = map(cells.__getitem__, chars[start:stop])
+                line.update(zip(range(start, stop), placed, strict=True))
             dirty.add(y)
         self.kept.clear()
         self.chars.clear()
+
+
+class Cells(dict[str, Any]):
+    """The cell of each character in one style, made once."""
+
+    def __init__(self, attrs: Any) -> None:
+        super().__init__()
+        self._attrs = attrs
+
+    def __missing__(self, char: str) -> Any:
+        cell = self[char] = self._attrs._replace(data=char)
+        return cell
+
+
+def _clamp(text: str, last: int) -> int:
+    """A CUP's parameter as pyte places the cursor by it (1 and 0 are the first, at most
+    ``last``)."""
+    value = min(int(text), MAX) - 1
+    return value if 0 <= value <= last else (0 if value < 0 else last)
 
 
 def _param(text: str | None) -> int:
