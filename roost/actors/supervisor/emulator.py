@@ -199,7 +199,7 @@ class Emulator:
 
     def text(self) -> str:
         """The rows as a human sees them, trailing blanks cut (pyte's ``display``, row by row
-        without a call per cell where a row is plain ASCII)."""
+        without a call per cell where a row holds only single-width characters, one a cell)."""
         screen = self.screen
         columns, rows, buffer = screen.columns, [], screen.buffer
         for y in range(screen.lines):
@@ -208,8 +208,8 @@ class Emulator:
                 rows.append("")
                 continue
             row = _plain(line, columns)
-            if len(row) != columns or not row.isascii():
-                row = _render(line, columns)
+            if len(row) != columns or not (row.isascii() or redraw.ONE_CELL.fullmatch(row)):
+                row = _render(line, columns)  # a wide or combined character in it
             rows.append(row.rstrip())
         return "\n".join(rows).rstrip("\n")
 

@@ -53,6 +53,7 @@ def _narrow() -> str:
 
 
 NARROW = _narrow()
+ONE_CELL = re.compile("[" + NARROW + "]*")  # text each of whose characters fills one cell
 TOKEN = re.compile(
     "((?:\x1b\\[[0-9]{1,4};[0-9]{1,4}H[" + NARROW + "]*){2,})"  # 1: CUPs, each with its text
     "|\x1b\\[([0-9]{0,5})(?:;([0-9]{0,5}))?[Hf]([" + NARROW + "]*)"  # 2-4: a CUP and its text
