@@ -177,3 +177,35 @@ def test_a_flood_is_not_held_up_by_the_pace(tmp_path: Path) -> None:
     took = reads[-1][0] - reads[0][0]
     assert sum(size for _, size in reads) >= 20 * 65536
     assert took < 0.25 * len(reads)  # a full pace per read would be a second each
+
+
+def test_the_last_words_before_an_exit_are_read_before_the_exit_is_reported(
+    tmp_path: Path,
+) -> None:
+    """An agent that writes, then writes its last words and exits while the pace holds the
+    next read: what it wrote is handed on before its exit (the last screen shows it)."""
+    if not hasattr(os, "pidfd_open"):
+        pytest.skip("no pidfd here: the exit is seen at the read")
+    script = "import os, time\nos.write(1, b'first ')\ntime.sleep(0.2)\nos.write(1, b'LAST')\n"
+
+    async def main() -> bytes:
+        seen = bytearray()
+        at_exit: list[bytes] = []
+        spec = kit.launch_spec(
+            argv=[sys.executable, "-c", script],
+            cwd=str(tmp_path),
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            rows=24,
+            cols=80,
+        )
+        agent = PtyAgent(spec, seen.extend, lambda status: at_exit.append(bytes(seen)))
+        agent.pace = 30.0  # the read after "first" would come long after the exit
+        agent.launch()
+        try:
+            await asyncio.wait_for(agent.exited.wait(), 20)
+        finally:
+            for task in list(agent._tasks):
+                task.cancel()
+        return at_exit[0]
+
+    assert asyncio.run(main()) == b"first LAST"

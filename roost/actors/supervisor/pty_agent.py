@@ -195,11 +195,27 @@ class PtyAgent:
         while (status := self.pty.poll()) is None:
             await asyncio.sleep(0.05)
         if self.exit is None:
+            self._drain()
             self.exit = status
             self._drop_unwritten()
             log.info("agent-exited", **status.to_wire())
             self.exited.set()
             self._on_exit(status)
+
+    def _drain(self) -> None:
+        """Hand on what the terminal still holds when the agent has ended (its last words, in a
+        read the pace put off or its exit came before), so the last screen shows them."""
+        pty = self.pty
+        if pty is None or pty.fd is None:
+            return
+        for _ in range(64):  # at most 4 MiB: a descendant that writes on cannot hold us here
+            try:
+                data = pty.read(READ_CHUNK)
+            except OSError:  # BlockingIOError: nothing more now; EIO: the terminal is closed
+                return
+            if not data:
+                return
+            self._on_output(data)
 
     def _drop_unwritten(self) -> None:
         if self._unwritten and self.pty is not None and self.pty.fd is not None:
