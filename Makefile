@@ -73,7 +73,7 @@ test-real: $(STAMP)
 	$(BIN)/pytest -q tests/real
 
 # The performance figures against baselines measured in the same run (bench/README.md); prints one
-# table, writes bench/last.json and keeps the table in bench/README.md. Within 10 minutes on two
+# table, writes bench/last.json and keeps the table in bench/README.md. Within 16 minutes on two
 # cores; never fails on a figure.
 bench: $(STAMP)
 	$(BIN)/python bench/run.py --full

@@ -386,8 +386,8 @@ class Tmux:
         )
         return proc.stdout
 
-    def new(self, name: str, command: str) -> None:
-        self.run("new-session", "-d", "-x", "200", "-y", "50", "-s", name, command)
+    def new(self, name: str, command: str, cols: int = 200, rows: int = 50) -> None:
+        self.run("new-session", "-d", "-x", str(cols), "-y", str(rows), "-s", name, command)
         self.count += 1
 
     def alive(self, name: str) -> bool:

@@ -25,6 +25,7 @@ import fig_cli
 import fig_events
 import fig_output
 import fig_prompt
+import fig_screen
 import fig_session
 import table
 from harness import MODES, Mode, Row
@@ -38,6 +39,7 @@ FIGURES: dict[str, Figure] = {
     "output": fig_output.run,
     "events": fig_events.run,
     "cli": fig_cli.run,
+    "screen": fig_screen.run,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import sys
@@ -101,3 +102,110 @@ def test_typing_into_an_agent_that_does_not_read_never_blocks_and_keeps_the_orde
 
     asyncio.run(main())
     assert out.read_bytes() == data  # every byte, in order
+
+
+TRICKLE = """
+import os, sys, time
+for i in range(int(sys.argv[1])):
+    os.write(1, b"%04d " % i)
+    time.sleep(float(sys.argv[2]))
+os.write(1, b"END")
+time.sleep(30)
+"""
+
+
+def _reads(tmp_path: Path, argv: list[str], done: bytes, pace: float) -> list[tuple[float, int]]:
+    """The supervisor's reads of an agent's output (loop time, bytes) until ``done`` shows."""
+
+    async def main() -> list[tuple[float, int]]:
+        loop = asyncio.get_running_loop()
+        reads: list[tuple[float, int]] = []
+        seen = bytearray()
+        ended = asyncio.Event()
+
+        def output(data: bytes) -> None:
+            reads.append((loop.time(), len(data)))
+            seen.extend(data)
+            if done in seen:
+                ended.set()
+
+        spec = kit.launch_spec(
+            argv=argv,
+            cwd=str(tmp_path),
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            rows=24,
+            cols=80,
+        )
+        agent = PtyAgent(spec, output, lambda status: None)
+        agent.pace = pace
+        agent.launch()
+        assert agent.pid is not None
+        try:
+            await asyncio.wait_for(ended.wait(), 60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(agent.pid, signal.SIGKILL)
+            for task in list(agent._tasks):
+                task.cancel()
+        return reads
+
+    return asyncio.run(main())
+
+
+def test_a_trickle_of_output_is_read_at_most_once_a_pace(tmp_path: Path) -> None:
+    """200 writes 5 ms apart: without the pace about one read each; with it, reads come at
+    least a pace apart (but the first, at once) and every byte arrives."""
+    argv = [sys.executable, "-c", TRICKLE, "200", "0.005"]
+    unpaced = _reads(tmp_path, argv, b"END", 0.0)
+    paced = _reads(tmp_path, argv, b"END", 0.1)
+    assert len(unpaced) > 60  # the writes came apart
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(paced)]
+    assert min(gaps) >= 0.1 * 0.9
+    assert len(paced) < len(unpaced) / 3
+
+
+def test_a_flood_is_not_held_up_by_the_pace(tmp_path: Path) -> None:
+    """20 MB written as fast as the terminal takes it: big reads follow each other at once, so
+    a long pace costs the flood nothing like a pace per read."""
+    argv = [
+        sys.executable,
+        "-c",
+        "import os\nfor _ in range(320): os.write(1, b'x' * 65536)\n"
+        "os.write(1, b'END')\nimport time; time.sleep(30)",
+    ]
+    reads = _reads(tmp_path, argv, b"END", 1.0)
+    took = reads[-1][0] - reads[0][0]
+    assert sum(size for _, size in reads) >= 20 * 65536
+    assert took < 0.25 * len(reads)  # a full pace per read would be a second each
+
+
+def test_the_last_words_before_an_exit_are_read_before_the_exit_is_reported(
+    tmp_path: Path,
+) -> None:
+    """An agent that writes, then writes its last words and exits while the pace holds the
+    next read: what it wrote is handed on before its exit (the last screen shows it)."""
+    if not hasattr(os, "pidfd_open"):
+        pytest.skip("no pidfd here: the exit is seen at the read")
+    script = "import os, time\nos.write(1, b'first ')\ntime.sleep(0.2)\nos.write(1, b'LAST')\n"
+
+    async def main() -> bytes:
+        seen = bytearray()
+        at_exit: list[bytes] = []
+        spec = kit.launch_spec(
+            argv=[sys.executable, "-c", script],
+            cwd=str(tmp_path),
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            rows=24,
+            cols=80,
+        )
+        agent = PtyAgent(spec, seen.extend, lambda status: at_exit.append(bytes(seen)))
+        agent.pace = 30.0  # the read after "first" would come long after the exit
+        agent.launch()
+        try:
+            await asyncio.wait_for(agent.exited.wait(), 20)
+        finally:
+            for task in list(agent._tasks):
+                task.cancel()
+        return at_exit[0]
+
+    assert asyncio.run(main()) == b"first LAST"

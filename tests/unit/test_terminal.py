@@ -205,8 +205,8 @@ def test_session_dir_and_private_files(tmp_path: Path) -> None:
 
 
 def reference(rows: int, cols: int, data: bytes, resize: tuple[int, int, int] | None) -> Emulator:
-    """pyte fed everything (one escape filter, one feed), resized where the stream says."""
-    filt, emulator = EscapeFilter(), Emulator(rows, cols)
+    """pyte alone fed everything (one escape filter, one feed), resized where the stream says."""
+    filt, emulator = EscapeFilter(), Emulator(rows, cols, fast=False)
     if resize is None:
         emulator.feed(filt.feed(data))
         return emulator

@@ -32,11 +32,13 @@ from pyte.charsets import LAT1_MAP
 from pyte.modes import DECAWM, IRM
 from wcwidth import wcwidth
 
+from roost.actors.supervisor import redraw
+
 log = structlog.get_logger("roost.terminal")
 
 # what a screen method raises for arguments it does not take (erase_in_line(3) reads a local it
 # never set: UnboundLocalError)
-REFUSALS = (TypeError, ValueError, IndexError, KeyError, UnboundLocalError)
+REFUSALS = (TypeError, ValueError, IndexError, KeyError, UnboundLocalError, AssertionError)
 
 
 PLAIN_MODES = {DECAWM, IRM}  # of these, wrap on and insert off is the mode _draw_plain draws in
@@ -138,11 +140,14 @@ def placeable(data: str) -> list[str]:
 
 
 class Emulator:
-    def __init__(self, rows: int, cols: int) -> None:
+    def __init__(self, rows: int, cols: int, fast: bool = True) -> None:
+        """``fast``: a TUI's redraws are read by ``redraw`` (pyte's screen as pyte alone draws
+        it, at a fraction of the cost); False: pyte parses every byte (the tests' reference)."""
         self.screen = pyte.Screen(cols, rows)
         self._stream = pyte.ByteStream(Tolerant(self.screen))
         self._failed = False
         self._last = b""  # the last two bytes fed (a switch may begin in them)
+        self._redraw = redraw.Redraw.attach(self._stream) if fast else None
 
     def feed(self, data: bytes) -> None:
         """Draw ``data``. pyte decodes all it is fed at once before parsing it, so the bytes
@@ -163,7 +168,10 @@ class Emulator:
         """Bytes pyte's own parser cannot read (a CSI parameter such as ``²``, which it takes
         for a digit) end that feed, logged once, and never the caller."""
         try:
-            self._stream.feed(data)
+            if self._redraw is not None and self._stream.use_utf8:
+                self._redraw.feed(self._stream.utf8_decoder.decode(data))
+            else:
+                self._stream.feed(data)
         except REFUSALS as exc:
             if not self._failed:
                 log.warning("terminal-parse-failed", error=type(exc).__name__)
@@ -191,7 +199,7 @@ class Emulator:
 
     def text(self) -> str:
         """The rows as a human sees them, trailing blanks cut (pyte's ``display``, row by row
-        without a call per cell where a row is plain ASCII)."""
+        without a call per cell where a row holds only single-width characters, one a cell)."""
         screen = self.screen
         columns, rows, buffer = screen.columns, [], screen.buffer
         for y in range(screen.lines):
@@ -200,8 +208,8 @@ class Emulator:
                 rows.append("")
                 continue
             row = _plain(line, columns)
-            if len(row) != columns or not row.isascii():
-                row = _render(line, columns)
+            if len(row) != columns or not (row.isascii() or redraw.ONE_CELL.fullmatch(row)):
+                row = _render(line, columns)  # a wide or combined character in it
             rows.append(row.rstrip())
         return "\n".join(rows).rstrip("\n")
 

@@ -27,9 +27,12 @@ from __future__ import annotations
 import re
 
 # A CSI that may be one pyte does not know: a marker (``<=>?``) or ``:`` among its parameters, or
-# intermediate bytes. Plain ones (SGR, cursor motion: most of the output) never reach the callback.
+# intermediate bytes. Plain ones (SGR, cursor motion: most of the output) and the private modes
+# pyte knows (``CSI ? 25 l``, ``CSI ? 2026 h``: a TUI sets them around every repaint) never reach
+# the callback.
 CSI = re.compile(
-    rb"\x1b\[(?=[\x30-\x3f]*[:<=>?\x20-\x2f])([\x30-\x3f]*)([\x20-\x2f]*)([\x40-\x7e])"
+    rb"\x1b\[(?!\?[0-9;]*[hlJKc])(?=[\x30-\x3f]*[:<=>?\x20-\x2f])"
+    rb"([\x30-\x3f]*)([\x20-\x2f]*)([\x40-\x7e])"
 )
 # A string control ends at ST (ESC \), BEL, CAN or SUB, or where another escape sequence begins
 # (as in a terminal's parser), so a stray opener costs the bytes up to the next ESC, not the rest.

@@ -6,11 +6,15 @@ without delay); what follows within ``WINDOW_S`` is gathered and goes out as one
 window closes, or sooner once it holds ``LIMIT`` bytes (PROTOCOL.md: up to 64 KiB a message).
 A message always carries contiguous bytes from its ``offset``: output whose offset does not
 continue the gathered bytes (a transcript that lost bytes to a full disk) starts a new message.
+A window opens at a message and a timer runs only while bytes are gathered in it: output that
+comes more than a window apart (a TUI's repaints, read at the terminal's pace) goes out at once
+each time, with no timer to wake the loop for nothing after it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 WINDOW_S = 0.005
@@ -25,6 +29,7 @@ class Fanout:
         self._parts: list[bytes] = []
         self._start = self._end = 0  # the offsets of the gathered bytes
         self._timer: asyncio.TimerHandle | None = None
+        self._sent = float("-inf")  # the loop's time of the last message
 
     def push(self, offset: int, data: bytes) -> None:
         if self._parts and (
@@ -35,15 +40,20 @@ class Fanout:
             self._start = offset
         self._parts.append(data)
         self._end = offset + len(data)
-        if self._timer is None:  # the first output after a quiet spell: at once
-            self.flush()
-            self._timer = asyncio.get_running_loop().call_later(self._window, self._tick)
+        if self._timer is None:
+            loop = asyncio.get_running_loop()
+            if loop.time() - self._sent >= self._window:  # after a quiet window: at once
+                self.flush()
+            else:  # within the window of the last message: gathered until it closes
+                self._timer = loop.call_at(self._sent + self._window, self._tick)
 
     def flush(self) -> None:
         if self._parts:
             data = b"".join(self._parts)
             self._parts.clear()
             self._publish(self._start, data)
+            with contextlib.suppress(RuntimeError):  # no loop: close() at the end
+                self._sent = asyncio.get_running_loop().time()
 
     def close(self) -> None:
         """Publish what is gathered and stop the window's timer."""
@@ -54,6 +64,4 @@ class Fanout:
 
     def _tick(self) -> None:
         self._timer = None
-        if self._parts:  # still flowing: keep gathering for another window
-            self.flush()
-            self._timer = asyncio.get_running_loop().call_later(self._window, self._tick)
+        self.flush()  # the window's gathered bytes; what comes next opens another

@@ -33,6 +33,16 @@ READ_CHUNK = 65536
 # line's end); it drops the bytes past it.
 CANON_LINE_MAX = 4095
 WATCH_S = 1.0  # where there is no pidfd (not Linux, or a kernel before 5.3)
+# While output trickles in (a TUI repainting as its answer streams: dozens of small writes a
+# second), the terminal is read at most once a READ_PACE_S: each read costs the supervisor a
+# wake-up, a transcript write, a publish and a timer whatever its size, which made most of what
+# a streamed answer cost. The first read after a pause in the output is at once (typing is
+# echoed without delay), and a read of PACE_BELOW bytes or more is followed by the next at once:
+# a pty hands over at most its line discipline's 4 KiB buffer (less its last byte) while more
+# waits behind it, so a read that size means a writer faster than the pace (a flood), which is
+# never held up.
+READ_PACE_S = 0.05
+PACE_BELOW = 4095
 
 
 class PtyAgent:
@@ -43,6 +53,7 @@ class PtyAgent:
         on_exit: Callable[[ExitStatus], None],
     ) -> None:
         self.spec, self._on_output, self._on_exit = spec, on_output, on_exit
+        self.pace = READ_PACE_S  # 0: every output is read as it comes
         self.pty: PtyBackend | None = None
         self.exit: ExitStatus | None = None
         self.exited = asyncio.Event()
@@ -120,6 +131,7 @@ class PtyAgent:
         self.pty.resize(rows, cols)
 
     def _readable(self) -> None:
+        """The terminal has output: read it; a small read starts the pace (``READ_PACE_S``)."""
         assert self.pty is not None and self.pty.fd is not None
         try:
             data = self.pty.read(READ_CHUNK)
@@ -127,13 +139,44 @@ class PtyAgent:
             return
         except OSError:
             data = b""
+        if self._take(data) and self.pace > 0 and len(data) < PACE_BELOW:
+            asyncio.get_running_loop().remove_reader(self.pty.fd)
+            asyncio.get_running_loop().call_later(self.pace, self._paced)
+
+    def _paced(self) -> None:
+        """A pace after a small read: read what came meanwhile and wait another pace; when
+        nothing came (the output paused) or a read was big, wait on the terminal again. While
+        output flows the terminal is read by this timer alone (no reader to remove and add
+        back at each read)."""
+        pty = self.pty
+        if pty is None or pty.fd is None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            data = pty.read(READ_CHUNK)
+        except BlockingIOError:
+            loop.add_reader(pty.fd, self._readable)
+            return
+        except OSError:
+            data = b""
+        if not self._take(data):
+            return
+        if len(data) < PACE_BELOW:
+            loop.call_later(self.pace, self._paced)
+        else:
+            loop.add_reader(pty.fd, self._readable)
+
+    def _take(self, data: bytes) -> bool:
+        """Hand a read's output on; an empty read (the terminal closed) ends the reading and
+        reaps the agent. Whether the terminal is still open."""
+        assert self.pty is not None and self.pty.fd is not None
         if not data:
-            loop = asyncio.get_running_loop()
-            loop.remove_reader(self.pty.fd)
+            asyncio.get_running_loop().remove_reader(self.pty.fd)
             self._drop_unwritten()
             self._spawn(self._reap())
-            return
+            return False
         self._on_output(data)
+        return True
 
     async def _read_thread(self) -> None:
         assert self.pty is not None
@@ -152,11 +195,27 @@ class PtyAgent:
         while (status := self.pty.poll()) is None:
             await asyncio.sleep(0.05)
         if self.exit is None:
+            self._drain()
             self.exit = status
             self._drop_unwritten()
             log.info("agent-exited", **status.to_wire())
             self.exited.set()
             self._on_exit(status)
+
+    def _drain(self) -> None:
+        """Hand on what the terminal still holds when the agent has ended (its last words, in a
+        read the pace put off or its exit came before), so the last screen shows them."""
+        pty = self.pty
+        if pty is None or pty.fd is None:
+            return
+        for _ in range(64):  # at most 4 MiB: a descendant that writes on cannot hold us here
+            try:
+                data = pty.read(READ_CHUNK)
+            except OSError:  # BlockingIOError: nothing more now; EIO: the terminal is closed
+                return
+            if not data:
+                return
+            self._on_output(data)
 
     def _drop_unwritten(self) -> None:
         if self._unwritten and self.pty is not None and self.pty.fd is not None:

@@ -98,6 +98,9 @@ class Terminal:
         """Feed ``data``, skipping in each long run what scrolls away; returns how much of it
         was dealt with (all of it if ``final``)."""
         emulator, done = self._emulator, 0
+        if data.count(b"\n") < 3:  # a cut needs three line feeds at least (a TUI's repaints)
+            emulator.feed(data)
+            return len(data)
         spans = scrolling.runs(data)
         for start, end in spans:
             first = data.find(b"\n", start, end) + 1  # from the second row on, see resting()

@@ -1,0 +1,380 @@
+"""A TUI's redraws drawn without pyte's parser, each sequence as pyte draws it, each cell once.
+
+A TUI (codex, claude, kimi) repaints its screen many times a second: cursor moves, styles and
+short runs of text, each row rewritten whenever the text under it scrolls. pyte reads every
+character of that through its parser (a generator step each) and builds a cell per character;
+the screen a reader sees is only the last of those repaints. ``Redraw.feed`` reads the same
+text with one regular expression and handles, as pyte's parser would call the screen for them:
+
+* cursor moves (CUP, HVP, CUU/CUD/CUF/CUB, CNL/CPL, CHA/HPA, VPA, HPR/VPR), CR, BS, TAB, BEL, and
+  LF where it does not scroll: pyte's own methods, which touch no cell;
+* SGR, modes (``CSI [?] ... h/l``, but DECCOLM and DECSCNM, which rewrite cells) and OSCs (the
+  title; hyperlinks and shell marks, which pyte reads and drops): pyte's own methods;
+* text of single-width characters that fits on the cursor's row (autowrap on or off), and EL
+  (erase in line): kept aside, the last character and style written to each cell, and put into
+  pyte's buffer once at the end of the feed (or before anything else touches the buffer).
+
+Anything else (an LF that scrolls, other escapes and controls, wide or combining characters, text
+that wraps, insert mode, another character set) puts the cells kept aside into the buffer first
+and goes to pyte's parser. After every feed pyte's screen is exactly what pyte alone would have
+drawn from the same bytes; ``tests/unit/test_redraw.py`` checks that on the recorded output of
+the three CLIs cut at random points.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import unicodedata
+from typing import Any
+
+import pyte
+from pyte.charsets import LAT1_MAP
+from pyte.modes import DECCOLM, DECOM, DECSCNM, IRM
+from wcwidth import wcwidth
+
+
+def _narrow() -> str:
+    """A character class of the characters pyte draws as one plain cell: printable ASCII and
+    the single-width, non-combining characters up to U+2BFF (box drawing, arrows, symbols)."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(0xA0, 0x2C00):
+        char = chr(code)
+        if wcwidth(char) != 1 or unicodedata.combining(char):
+            continue
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1] = (ranges[-1][0], code)
+        else:
+            ranges.append((code, code))
+    return "\\x20-\\x7e" + "".join(
+        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+        for a, b in ranges
+    )
+
+
+NARROW = _narrow()
+ONE_CELL = re.compile("[" + NARROW + "]*")  # text each of whose characters fills one cell
+TOKEN = re.compile(
+    "((?:\x1b\\[[0-9]{1,4};[0-9]{1,4}H[" + NARROW + "]*){2,})"  # 1: CUPs, each with its text
+    "|\x1b\\[([0-9]{0,5})(?:;([0-9]{0,5}))?[Hf]([" + NARROW + "]*)"  # 2-4: a CUP and its text
+    "|([" + NARROW + "]+)"  # 5: text
+    "|\x1b\\[([0-9;]{0,64})m"  # 6: SGR
+    "|\x1b\\[(\\??)([0-9;]{0,64})([@-~])"  # 7-9: another CSI
+    "|\x1b\\]([\x20-\x4f\x51\x53-\x7e])([^\x07\x1b\x9c]*)(?:\x07|\x1b\\\\)"  # 10-11: an OSC
+    "|([\r\n\x0b\x0c\x08\x09\x07])"  # 12: a control
+)
+# one CUP and its text, its groups numbered as TOKEN's for one (2-4)
+CUP = re.compile("()\x1b\\[([0-9]{0,5})(?:;([0-9]{0,5}))?[Hf]([" + NARROW + "]*)")
+PLACED = re.compile("\x1b\\[([0-9]+);([0-9]+)H([" + NARROW + "]*)")  # one CUP of a run of them
+MOVES = frozenset("ABCDEFGdea'")  # CSI finals that only move the cursor
+MODES = frozenset("hl")
+CELL_MODES = {DECCOLM, DECSCNM}  # modes whose change rewrites cells
+STYLES = 255  # style ids kept aside (one byte each)
+MAX = 9999  # pyte's cap on a CSI parameter
+SAME = re.compile(rb"([^\x00])\1*")  # a run of cells kept aside in one style
+
+
+class Redraw:
+    """The fast reader of one pyte stream (``attach``: None when pyte's internals are not the
+    ones this was written against; then pyte parses everything)."""
+
+    def __init__(self, stream: pyte.ByteStream) -> None:
+        self.stream = stream
+        listener: Any = stream.listener  # emulator.Tolerant, pyte's screen under it
+        self.screen: pyte.Screen = listener._screen
+        self.csi = {final: getattr(listener, name) for final, name in pyte.Stream.csi.items()}
+        self.debug = listener.debug
+        self.draw = listener.draw
+        self.set_icon_name, self.set_title = listener.set_icon_name, listener.set_title
+        self.basic = {char: getattr(listener, name) for char, name in pyte.Stream.basic.items()}
+        self.ids: dict[Any, int] = {}  # a style (pyte's cursor attrs) -> its id, from 1
+        self.cells: list[dict[str, Any]] = [{}]  # id -> the cell of each character in it
+        self.chars: dict[int, list[str]] = {}  # row -> the character kept aside per column
+        self.kept: dict[int, bytearray] = {}  # row -> the style id per column (0: none)
+        self._sized = (0, 0)
+        self._lines: dict[str, int] = {}
+        self._columns: dict[str, int] = {}
+
+    @classmethod
+    def attach(cls, stream: pyte.ByteStream) -> Redraw | None:
+        needed = (
+            isinstance(getattr(pyte.Stream, "csi", None), dict)
+            and isinstance(getattr(pyte.Stream, "basic", None), dict)
+            and hasattr(stream, "_taking_plain_text")
+            and hasattr(stream, "utf8_decoder")
+            and hasattr(stream.listener, "_screen")
+        )
+        return cls(stream) if needed else None
+
+    def feed(self, text: str) -> None:
+        try:
+            self._feed(text)
+        finally:
+            self.flush()
+
+    def _feed(self, text: str) -> None:
+        stream, screen = self.stream, self.screen
+        csi, basic = self.csi, self.basic
+        match, parse = TOKEN.match, pyte.Stream.feed
+        rows, kept = self.chars, self.kept
+        at, end = 0, len(text)
+        while at < end and not stream._taking_plain_text:  # inside a sequence from before
+            parse(stream, text[at])
+            at += 1
+        cursor, plain, decom, last, columns = self._state()
+        style, fill = 0, b""  # the cursor's style id (0: not looked up since it may have changed)
+        while at < end:
+            token = match(text, at)
+            if token is None:  # pyte's parser, a character at a time, until it is at rest
+                self.flush()
+                parse(stream, text[at])
+                at += 1
+                while at < end and not stream._taking_plain_text:
+                    parse(stream, text[at])
+                    at += 1
+                cursor, plain, decom, last, columns = self._state()
+                style = 0
+                continue
+            at = token.end()
+            kind = token.lastindex
+            if kind == 1:
+                if plain and not decom:
+                    if not style:
+                        style = self._style(cursor.attrs)
+                        fill = bytes((style,)) * columns
+                    done = self._placed(text, token.start(), at, last, columns, fill)
+                    if done > token.start():
+                        at = done
+                        continue
+                # the first CUP's text does not fit, or not plain, or origin mode: that CUP alone
+                token = CUP.match(text, token.start())
+                assert token is not None
+                at, kind = token.end(), 4
+            if kind == 4:  # CUP, with the text after it
+                line, column, run = token.group(2, 3, 4)
+                if decom:
+                    csi["H"](_param(line), _param(column))
+                else:
+                    y = int(line) - 1 if line else 0
+                    cursor.y = y if 0 <= y <= last else (0 if y < 0 else last)
+                    x = int(column) - 1 if column else 0
+                    cursor.x = x if 0 <= x < columns else (0 if x < 0 else columns - 1)
+                if not run:
+                    continue
+            elif kind == 5:
+                run = token.group(5)
+            if kind == 4 or kind == 5:
+                x, size = cursor.x, len(run)
+                if not plain or x + size > columns:
+                    self.flush()
+                    self.draw(run)
+                    cursor, plain, decom, last, columns = self._state()
+                    style = 0
+                    continue
+                if not style:
+                    style = self._style(cursor.attrs)
+                    fill = bytes((style,)) * columns
+                y = cursor.y
+                chars = rows.get(y)
+                if chars is None:
+                    chars = self._row(y)
+                chars[x : x + size] = run
+                kept[y][x : x + size] = fill[:size]
+                cursor.x = x + size
+            elif kind == 6:  # SGR
+                csi["m"](*_params(token.group(6)))
+                style = 0
+            elif kind == 9:
+                private, params, final = token.group(7, 8, 9)
+                args = _params(params)
+                if final in MOVES and not private:
+                    csi[final](*args)
+                elif final in MODES:
+                    if private and CELL_MODES & {arg << 5 for arg in args}:
+                        self.flush()
+                    if private:
+                        csi[final](*args, private=True)
+                    else:
+                        csi[final](*args)
+                    cursor, plain, decom, last, columns = self._state()
+                    style = 0
+                elif final == "K" and not private and plain and len(args) == 1 and args[0] < 3:
+                    if cursor.x < screen.columns:
+                        self._erase(args[0])
+                    else:  # pending wrap: pyte's erase reaches past the last column
+                        self.flush()
+                        csi[final](*args)
+                    style = 0
+                else:
+                    self.flush()
+                    method = csi.get(final, self.debug)
+                    if private:
+                        method(*args, private=True)
+                    else:
+                        method(*args)
+                    cursor, plain, decom, last, columns = self._state()
+                    style = 0
+            elif kind == 11:  # an OSC: pyte reads its first character as the code
+                code, body = token.group(10, 11)
+                if code in "01":
+                    self.set_icon_name(body[1:])
+                if code in "02":
+                    self.set_title(body[1:])
+            else:  # a control
+                char = token.group(12)
+                if char in "\n\x0b\x0c" and self._scrolls():
+                    self.flush()
+                basic[char]()
+
+    def _placed(self, text: str, start: int, end: int, last: int, columns: int, fill: bytes) -> int:
+        """A run of CUPs, each with its text (most of a TUI's repaint), kept aside in one pass;
+        where a text does not fit its row, the run stops before its CUP: returns where the run
+        was read to."""
+        cursor, rows, kept = self.screen.cursor, self.chars, self.kept
+        lines, cols = self._numbers(last + 1, columns)
+        x = y = done = 0
+        for line, column, run in PLACED.findall(text, start, end):
+            y = lines.get(line, -1)
+            if y < 0:
+                y = _clamp(line, last)
+            x = cols.get(column, -1)
+            if x < 0:
+                x = _clamp(column, columns - 1)
+            size = len(run)
+            if x + size > columns:
+                break
+            done += 1
+            if not size:
+                continue
+            chars = rows.get(y)
+            if chars is None:
+                chars = self._row(y)
+            chars[x : x + size] = run
+            kept[y][x : x + size] = fill[:size]
+            x += size
+        else:
+            cursor.x, cursor.y = x, y
+            return end
+        at = start
+        for item in itertools.islice(PLACED.finditer(text, start, end), done):
+            at = item.end()
+            line, column, run = item.groups()
+            cursor.y, cursor.x = _clamp(line, last), _clamp(column, columns - 1) + len(run)
+        return at
+
+    def _numbers(self, lines: int, columns: int) -> tuple[dict[str, int], dict[str, int]]:
+        """A CUP's row and column parameters (as written, no leading zero) and where they put
+        the cursor, for the screen's size."""
+        if self._sized != (lines, columns):
+            self._sized = (lines, columns)
+            self._lines = {str(n + 1): n for n in range(lines)}
+            self._columns = {str(n + 1): n for n in range(columns)}
+        return self._lines, self._columns
+
+    def _state(self) -> tuple[Any, bool, bool, int, int]:
+        """What the loop reads of the screen until the next call it does not make itself: the
+        cursor (restoring one replaces it), ``_plain``, origin mode, the last row, the columns."""
+        screen = self.screen
+        decom = DECOM in screen.mode and screen.margins is not None
+        return screen.cursor, self._plain(), decom, screen.lines - 1, screen.columns
+
+    def _plain(self) -> bool:
+        """Whether text that fits on the cursor's row is drawn as one cell per character from
+        the cursor on (pyte's draw with insert mode off and no character set mapping; autowrap
+        matters only to text that does not fit, which pyte draws)."""
+        screen = self.screen
+        return (
+            IRM not in screen.mode
+            and (screen.g1_charset if screen.charset else screen.g0_charset) is LAT1_MAP
+        )
+
+    def _scrolls(self) -> bool:
+        """Whether a line feed now scrolls the region (or the screen)."""
+        screen = self.screen
+        bottom = screen.margins.bottom if screen.margins else screen.lines - 1
+        return bool(screen.cursor.y == bottom)
+
+    def _style(self, attrs: Any) -> int:
+        style = self.ids.get(attrs)
+        if style is None:
+            if len(self.ids) >= STYLES:
+                self.flush()
+                self.ids.clear()
+                del self.cells[1:]
+            style = self.ids[attrs] = len(self.cells)
+            self.cells.append({})
+        return style
+
+    def _row(self, y: int) -> list[str]:
+        columns = self.screen.columns
+        chars = self.chars[y] = [""] * columns
+        self.kept[y] = bytearray(columns)
+        return chars
+
+    def _erase(self, how: int) -> None:
+        """EL as pyte's ``erase_in_line``: the cells from the cursor to the end of the row (0),
+        from its start to the cursor (1) or all of it (2) become the cursor's style, blank."""
+        screen = self.screen
+        cursor = screen.cursor
+        x, columns = cursor.x, screen.columns
+        start, stop = ((x, columns), (0, x + 1), (0, columns))[how]
+        stop = min(stop, columns)
+        if start >= stop:
+            return
+        style = self._style(cursor.attrs._replace(data=" "))
+        chars = self.chars.get(cursor.y)
+        if chars is None:
+            chars = self._row(cursor.y)
+        chars[start:stop] = " " * (stop - start)
+        self.kept[cursor.y][start:stop] = bytes((style,)) * (stop - start)
+
+    def flush(self) -> None:
+        """Put the cells kept aside into pyte's buffer: each run of one style at once."""
+        if not self.kept:
+            return
+        screen = self.screen
+        buffer, dirty, styles = screen.buffer, screen.dirty, self.cells
+        attrs: dict[int, Any] | None = None
+        for y, kept in self.kept.items():
+            chars, line = self.chars[y], buffer[y]
+            for run in SAME.finditer(kept):
+                start, stop = run.span()
+                style = kept[start]
+                cells = styles[style]
+                if not cells:
+                    if attrs is None:
+                        attrs = {style: attr for attr, style in self.ids.items()}
+                    cells = styles[style] = Cells(attrs[style])
+                placed = map(cells.__getitem__, chars[start:stop])
+                line.update(zip(range(start, stop), placed, strict=True))
+            dirty.add(y)
+        self.kept.clear()
+        self.chars.clear()
+
+
+class Cells(dict[str, Any]):
+    """The cell of each character in one style, made once."""
+
+    def __init__(self, attrs: Any) -> None:
+        super().__init__()
+        self._attrs = attrs
+
+    def __missing__(self, char: str) -> Any:
+        cell = self[char] = self._attrs._replace(data=char)
+        return cell
+
+
+def _clamp(text: str, last: int) -> int:
+    """A CUP's parameter as pyte places the cursor by it (1 and 0 are the first, at most
+    ``last``)."""
+    value = min(int(text), MAX) - 1
+    return value if 0 <= value <= last else (0 if value < 0 else last)
+
+
+def _param(text: str | None) -> int:
+    return min(int(text), MAX) if text else 0
+
+
+def _params(text: str) -> list[int]:
+    """A CSI's parameters as pyte's parser reads them (an empty one is 0, each at most 9999)."""
+    return [min(int(p), MAX) if p else 0 for p in text.split(";")]
