@@ -267,7 +267,8 @@ def test_columns_fit_and_the_preview_shows_the_bottom_of_a_tall_screen(
                 assert re.search(r"\slive\s", line_of(screen, name)), screen
             if size[0] >= 120:  # wide enough for every column but CWD's full path
                 assert "AGE" in header and "LAST" in header, header
-                assert re.search(r"\d+[smhd]\s+\d+[smhd]\s*│", line_of(screen, "web")), screen
+                ages = r"\d+[smhd]\s+\d+[smhd]\s+(?:\S+\s+)?│"  # AGE, LAST (and USAGE)
+                assert re.search(ages, line_of(screen, "web")), screen
             # the bottom of the tall screen: the prompt the agent printed last, under the answer
             await until(pilot, lambda: "echo-ready>" in app.preview_text, "the screen's bottom")
             screen = shown(app)
