@@ -271,8 +271,10 @@ def test_columns_fit_and_the_preview_shows_the_bottom_of_a_tall_screen(
                 assert re.search(ages, line_of(screen, "web")), screen
             # the bottom of the tall screen: the prompt the agent printed last, under the answer
             await until(pilot, lambda: "echo-ready>" in app.preview_text, "the screen's bottom")
+            # and drawn: the preview's text is set before the next repaint shows it
+            drawn = lambda: "MARK" in shown(app) and "echo-ready>" in shown(app)  # noqa: E731
+            await until(pilot, drawn, "the screen's bottom drawn")
             screen = shown(app)
-            assert "MARK" in screen and "echo-ready>" in screen, screen
             assert len(box_edges(screen)) == 1, f"the preview's border is not straight:\n{screen}"
 
     run(scenario)
