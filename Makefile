@@ -4,8 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # Test workers (pytest-xdist): the end-to-end tests wait on processes and sockets far more than
-# they compute, so 4 share 2 cores well; JOBS=0 runs them in this process, one after another.
-JOBS   ?= 4
+# they compute (a run keeps 2 cores less than half busy at 4), so 6 share 2 cores well; JOBS=0 runs
+# them in this process, one after another.
+JOBS   ?= 6
 # The Node.js client's dependencies (tests/e2e/test_node_client.py); `npm ci` installs the lock file.
 NODE_STAMP := clients/node/node_modules/.installed
 

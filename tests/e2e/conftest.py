@@ -166,7 +166,16 @@ class Node:
         for proc in procs:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.send_signal(signal.SIGKILL)
-        psutil.wait_procs(procs, timeout=10)
+        # dead once gone or a zombie (its parent reaps it); psutil.wait_procs would give each
+        # of them up to a second of its own
+        wait_for(lambda: all(map(dead, procs)), 10, "the node's processes to die")
+
+
+def dead(proc: psutil.Process) -> bool:
+    try:
+        return bool(proc.status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return True
 
 
 @pytest.fixture

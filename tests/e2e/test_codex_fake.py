@@ -228,6 +228,27 @@ def test_a_resume_whose_rollout_is_gone_ends_with_codexs_error(
     assert kinds.index("session.resume") < kinds.index("session.exited")
 
 
+def test_a_stop_before_the_verdict_is_reported_as_stopped(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    """An operator's stop while codex still shows "Resuming session…" is not the CLI failing
+    to resume: the verdict says ``stopped``, and the record keeps its provider session."""
+    node.up()
+    rid = spawn(node, project, tmp_path, "FAKE_CODEX_RESUMING_S=30")
+    activity(node, rid, "ready")
+    node.run("prompt", rid, "remember me")
+    sid = identity(node, rid)
+    node.run("stop", rid)
+    rollouts(tmp_path)[sid].unlink()  # codex holds "Resuming session…" for 30 s, then gives up
+    node.run("resume", rid)
+    node.wait_screen(rid, "Resuming session")
+    stopped = node.run("stop", rid)["record"]
+    assert stopped["state"] == "dormant" and stopped["provider_session"] == sid
+    later = [e for e in node.run("events", "--id", rid)["events"] if e["generation"] == 2]
+    verdicts = [e["data"] for e in later if e["kind"] == "session.resume"]
+    assert [(v["outcome"], v["reason"]) for v in verdicts] == [("resume_failed", "stopped")]
+
+
 def test_a_login_screen_is_reported_and_nothing_is_typed(
     node: Node, tmp_path: Path, project: Path
 ) -> None:

@@ -149,7 +149,8 @@ def test_a_damaged_database_is_refused_at_once_then_repaired(
     started = time.monotonic()
     stderr = _refused_up(node, "durable-state-damaged")
     took = time.monotonic() - started
-    assert took < 5.0, f"the refusal took {took:.1f} s"
+    # at once: not after the start-up deadline a store that never answers would be given
+    assert took < 15.0, f"the refusal took {took:.1f} s"
     assert "roost node repair" in stderr
 
     report = node.run("node", "repair")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.e2e.conftest import Node, wait_for
 from tests.fakes.model_api import ModelApi
@@ -73,11 +74,22 @@ def _fork_by_content(
     assert doc["source"]["provider_session"] == source
     fork_id = doc["record"]["id"]
     _activity(node, "f", "ready")
+
+    def verdicts() -> list[dict[str, Any]]:
+        return [
+            e["data"]
+            for e in node.events()
+            if e["kind"] == "session.resume" and e["record"] == fork_id
+        ]
+
+    # ready can come before the verdict (codex names the fork's id a moment later)
+    wait_for(verdicts, 60, "the fork's verdict")
     # stopped before its first message and resumed, it is still the copy (claude writes a
     # fork's file only at its first message: its resume forks again under the same id)
     node.run("stop", "f")
     node.run("resume", "f")
     _activity(node, "f", "ready")
+    wait_for(lambda: len(verdicts()) > 1, 60, "the resumed fork's verdict")
     node.run("prompt", "f", "RECALL")
     # the fork resent the source's turn: the stand-in answers RECALL with the prompt before it
     wait_for(lambda: _requests_with(api, "RECALL"), 60, "the fork's RECALL request")
@@ -85,10 +97,8 @@ def _fork_by_content(
     wait_for(
         lambda: "hello" in node.screen("f").split("RECALL", 1)[-1], 60, "the earlier turn recalled"
     )
-    verdicts = [
-        e["data"] for e in node.events() if e["kind"] == "session.resume" and e["record"] == fork_id
-    ]
-    assert [(v["outcome"], v["fork"]) for v in verdicts] == [("resumed", source)] * 2, verdicts
+    seen = verdicts()
+    assert [(v["outcome"], v["fork"]) for v in seen] == [("resumed", source)] * 2, seen
     node.run("prompt", "f", "FORKONLY")
     wait_for(lambda: _requests_with(api, "FORKONLY"), 60, "the fork's own turn")
     node.wait_screen("f", "Hello from the mock.", timeout=60)

@@ -407,6 +407,7 @@ class Supervisor:
         return {"exit": self.exit.to_wire()}
 
     async def shutdown(self, grace: float) -> None:
+        self.checks.on_stop()
         if self.turns is not None:
             await self.turns.stop()
         if self.agent is not None:

@@ -6,7 +6,8 @@
   process tree and asks ``adapter.verify_resume`` until it answers ``resumed``,
   ``attention_required``, ``retry_fresh`` or ``resume_failed``; no verdict in time is reported as
   ``attention_required`` (resume-unverified). A CLI that exits before a verdict gets one at
-  once (``resume_failed``), reported before its exit. Until the verdict, the input gate holds
+  once (``resume_failed``: ``exited``, or ``stopped`` when the operator stopped it first),
+  reported before its exit. Until the verdict, the input gate holds
   (the node commits no input): typed into a CLI still loading (or failing to load) the
   conversation, it would be lost after ``accepted``. Nothing here ever types into the session.
 """
@@ -43,6 +44,7 @@ class IdentityAndResume:
         self._checking = False
         self._refused = False  # a fork's source id came back (reported once)
         self._exited = asyncio.Event()
+        self._stopped = False  # the operator stopped the session (not the CLI failing)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -89,6 +91,11 @@ class IdentityAndResume:
 
     def on_exit(self) -> None:
         self._exited.set()
+
+    def on_stop(self) -> None:
+        """The session is being stopped on request: an exit before the verdict is reported as
+        stopped, not as the CLI failing to resume."""
+        self._stopped = True
 
     async def settled(self) -> None:
         """After the agent exited: the verdict reported (or a bounded wait for it)."""
@@ -160,8 +167,11 @@ class IdentityAndResume:
                 probe.sample(None if exited else sup.agent.pid, sup.agent.pty.fd).to_wire()
             )
             verdict = await self._ask(list(samples)) or verdict
-            if exited and not verdict.get("outcome"):
-                verdict = {"outcome": "resume_failed", "reason": "exited", "detail": ""}
+            if exited and verdict.get("outcome") in (None, "resume_failed"):
+                # the operator's stop ended it, not the CLI failing to load the conversation
+                reason = "stopped" if self._stopped else verdict.get("reason") or "exited"
+                verdict = {**verdict, "outcome": "resume_failed", "reason": reason}
+                verdict.setdefault("detail", "")
         if not verdict.get("outcome"):
             verdict = {
                 "outcome": "attention_required",
