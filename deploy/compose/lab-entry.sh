@@ -3,7 +3,7 @@
 # Keys are exchanged through the shared /lab volume: the hub publishes its public key in
 # /lab/hub.public and allows each node key a node leaves in /lab/nodes/<node id>.public (as
 # OPERATIONS "A lab" does by hand); each daemon then runs in the foreground as the container's
-# main process (`hub up --foreground`, `node up --foreground`).
+# main process (`hub up --foreground`) and each node's init (`node run`: the daemon under it).
 set -eu
 role=${1:?usage: lab-entry.sh hub | node NODE_ID}
 mkdir -p /lab/nodes
@@ -30,5 +30,7 @@ roost --json keys show | python3 -c 'import json, sys; print(json.load(sys.stdin
     > "/lab/nodes/$node_id.public"
 while [ ! -s /lab/hub.public ]; do sleep 1; done  # the hub's key, once it has published it
 # the node's hello is refused until the hub allowed its key; it retries (1, 2, 4 .. 30 s apart)
-exec roost node up --foreground --node-id "$node_id" --hub tcp://hub:7800 \
+# `node run` is the container's main process, the daemon its child: a daemon that dies is
+# started again under it, and the sessions (the init's, not the daemon's) go on meanwhile
+exec roost node run --node-id "$node_id" --hub tcp://hub:7800 \
     --hub-key "$(cat /lab/hub.public)"

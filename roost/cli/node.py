@@ -303,6 +303,42 @@ def _check_hub(
         )
 
 
+@node.command("run")
+@click.option("--node-id", help="name this node (only on first start; stored afterwards)")
+@click.option("--listen", help="also serve clients on tcp://ADDRESS:PORT (CURVE unless loopback)")
+@click.option("--hub", "hub_ep", help="dial out to a hub at tcp://ADDRESS:PORT (CURVE)")
+@click.option("--hub-key", help="the hub's CURVE public key (roost keys show, on the hub)")
+@click.option(
+    "--stop-sessions", is_flag=True, help="on SIGTERM, stop live sessions before the daemon"
+)
+@reader
+def run(
+    ctx: Ctx,
+    node_id: str | None,
+    listen: str | None,
+    hub_ep: str | None,
+    hub_key: str | None,
+    stop_sessions: bool,
+) -> None:
+    """A container's main process: runs the daemon (`node up --foreground`) as its child and
+    starts it again whenever it dies, so that sessions outlive a daemon crash or restart as
+    they do on a host; reaps orphans (it is PID 1). SIGTERM stops the daemon (its sessions
+    first with --stop-sessions) and ends it; so does `roost node stop` run inside."""
+    from roost import init
+
+    if node_id:
+        check_node_id(node_id)
+    roost = python_module("roost", "--state-dir", str(private_dir(ctx.state_dir)))
+    daemon = [*roost, "node", "up", "--foreground"]
+    if node_id:
+        daemon += ["--node-id", node_id]
+    if listen:
+        daemon += ["--listen", listen]
+    if hub_ep:
+        daemon += [f"--hub={hub_ep}", f"--hub-key={hub_key or ''}"]
+    sys.exit(init.Init(daemon, init.stopper(roost, stop_sessions)).serve())
+
+
 @node.command("stop")
 @click.option("--stop-sessions", is_flag=True, help="stop live sessions first")
 @command(op=False)

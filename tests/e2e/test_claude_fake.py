@@ -254,6 +254,16 @@ def test_a_fork_stopped_before_its_first_message_is_still_the_copy(
     assert fork["name"] == "cc-fork" and new != source
     node.wait_screen("cc-fork", "You said: hello roost")  # the copy, read back
     activity(node, "cc-fork", "ready")
+
+    def outcomes() -> list[tuple[str | None, str | None]]:
+        events = node.run("events", "--id", fork["id"])["events"]
+        return [
+            (e["data"].get("outcome"), e["data"].get("fork"))
+            for e in events
+            if e["kind"] == "session.resume"
+        ]
+
+    wait_for(outcomes, 15, "the fork's verdict")  # ready may come a moment before it
     node.run("stop", "cc-fork")
     assert not transcript(tmp_path, project, new).exists()  # no message yet: no file
     resumed = node.run("resume", "cc-fork")["record"]
@@ -267,7 +277,5 @@ def test_a_fork_stopped_before_its_first_message_is_still_the_copy(
         15,
         "the fork's file: the copy and its own turn",
     )
-    verdicts = [e["data"] for e in node.run("events", "--id", fork["id"])["events"]]
-    outcomes = [(d.get("outcome"), d.get("fork")) for d in verdicts if "outcome" in d]
-    assert outcomes == [("resumed", source)] * 2
+    assert outcomes() == [("resumed", source)] * 2
     assert source_file.read_bytes() == kept

@@ -436,6 +436,58 @@ async def _close_ends_the_rounds() -> None:
         await asyncio.wait_for(classifier._task, 5)
 
 
+async def spinner(
+    sup: Sup, classifier: ScreenClassifier, seconds: float, gap: float, text: str = "busy"
+) -> None:
+    """A working agent's screen: redrawn every ``gap`` seconds for ``seconds``."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while (now := loop.time()) < end:
+        sup.term.shown = f"{text} {now}"
+        classifier.changed()
+        await asyncio.sleep(gap)
+
+
+@pytest.fixture
+def paced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(classifying, "SETTLE_S", 0.02)
+    monkeypatch.setattr(classifying, "BUSY_SETTLE_S", 0.08)
+    monkeypatch.setattr(classifying, "FLOWING_S", 0.05)
+    monkeypatch.setattr(classifying, "FLOWING_MAX_S", 0.4)
+
+
+async def _a_busy_screen_is_read_ever_less_often_while_it_keeps_flowing() -> None:
+    """A spinner whose pauses pass SETTLE_S but not BUSY_SETTLE_S, for 1.6 s: each pause is
+    no round of its own (one per SETTLE_S pause would be about 40), and rounds that find it
+    busy again come ever further apart, up to FLOWING_MAX_S (one a FLOWING_S would be 32).
+    The screen it ends on has its verdict once it has been quiet."""
+    peer = Judged()
+    sup, classifier = make(peer)
+    await spinner(sup, classifier, 1.6, 0.04)
+    during = len(peer.screens)
+    await asyncio.wait_for(settle(classifier), 5)
+    assert 2 <= during <= 9, peer.screens
+    assert sup.verdicts[-1] == sup.term.shown
+
+
+async def _a_changed_verdict_or_a_prompt_paces_the_rounds_as_before() -> None:
+    """Once the rounds of a busy flow are far apart, a verdict other than busy brings the pace
+    back to FLOWING_S, and so does a prompt."""
+    peer = Judged()
+    sup, classifier = make(peer)
+    await spinner(sup, classifier, 1.0, 0.04)
+    assert classifier._flowing > classifying.FLOWING_S
+    classifier.prompted()
+    assert classifier._flowing == classifying.FLOWING_S
+    await spinner(sup, classifier, 1.0, 0.04)
+    before = len(peer.screens)
+    await spinner(sup, classifier, 0.6, 0.04, text="asks")  # a question drawn as it goes on
+    assert classifier._flowing == classifying.FLOWING_S
+    assert len(peer.screens) - before >= 2  # at the old pace again once it asked
+    await asyncio.wait_for(settle(classifier), 5)
+    assert sup.verdicts[-1] == sup.term.shown
+
+
 def test_output_during_a_call_gets_a_round_of_its_own() -> None:
     asyncio.run(_output_during_a_call_gets_a_round_of_its_own())
 
@@ -470,3 +522,13 @@ def test_an_unchanged_request_keeps_its_verdict(monkeypatch: pytest.MonkeyPatch)
 
 def test_close_ends_the_rounds() -> None:
     asyncio.run(_close_ends_the_rounds())
+
+
+@pytest.mark.usefixtures("paced")
+def test_a_busy_screen_is_read_ever_less_often_while_it_keeps_flowing() -> None:
+    asyncio.run(_a_busy_screen_is_read_ever_less_often_while_it_keeps_flowing())
+
+
+@pytest.mark.usefixtures("paced")
+def test_a_changed_verdict_or_a_prompt_paces_the_rounds_as_before() -> None:
+    asyncio.run(_a_changed_verdict_or_a_prompt_paces_the_rounds_as_before())

@@ -187,7 +187,7 @@ def test_the_lab_entry_script_is_sh_and_runs_real_commands() -> None:
         ("keys", "show"),
         ("keys", "allow"),
         ("hub", "up"),
-        ("node", "up"),
+        ("node", "run"),  # a node's main process outlives its daemon
     }
     for words in commands:
         done = subprocess.run(
@@ -212,3 +212,6 @@ def test_the_compose_lab_parses_and_runs_the_entry_script() -> None:
     text = dockerfile.read_text()
     assert 'ENTRYPOINT ["/usr/local/bin/lab-entry.sh"]' in text
     assert "COPY deploy/compose/lab-entry.sh /usr/local/bin/lab-entry.sh" in text
+    # the agents' CLIs only when asked for, by a build argument empty by default
+    assert 'ARG PROVIDER_PACKAGES=""' in text
+    assert services["hub"].get("init") is True  # the hub's daemon is its main process

@@ -12,6 +12,13 @@ a quiet screen (an answer streaming after its prompt) has its first verdict ``SE
 began, however recent the verdict on the quiet screen was; and the screen output ends on has its
 verdict within ``SETTLE_S`` of the last byte. Each bound is plus the call in flight then and its
 own (each under ``CALL_TIMEOUT_S``).
+While the verdict is busy, the screen is a working agent's: a spinner and a streamed answer
+redraw it a few times a second, with pauses longer than ``SETTLE_S`` between some redraws (a
+round each, most of what a streamed answer cost the supervisor). So while busy a quiet spell is
+``BUSY_SETTLE_S``, and each round of output still flowing that finds the same busy verdict
+doubles the pace, up to ``FLOWING_MAX_S``; any other verdict, a quiet screen, a prompt or a
+signal brings it back to ``FLOWING_S``. The screen the output ends on still has its verdict
+within ``BUSY_SETTLE_S`` of the last byte (a signal's round, at once).
 A round whose request (screen, title, process evidence, identity: all but the time of the probe)
 is the one the last verdict answered, less than ``REUSE_S`` ago, keeps that verdict without a
 call (output that changed nothing a human sees: a cursor blink, a redraw); older, it is asked
@@ -43,7 +50,9 @@ from roost.wire.errors import RoostError
 log = structlog.get_logger("roost.classifying")
 
 SETTLE_S = 0.15  # let a burst of output land before reading the screen
+BUSY_SETTLE_S = 0.3  # the same while the verdict is busy (a spinner's pauses are no end)
 FLOWING_S = 1.0  # while output keeps flowing, a round at most this often
+FLOWING_MAX_S = 4.0  # and while it stays busy, at least this often
 REUSE_S = 5.0  # how long a verdict answers an unchanged request
 CALL_TIMEOUT_S = 3.0
 RETRY_S = (0.25, 4.0)  # the first retry's wait, doubled after each failure up to the second
@@ -80,12 +89,19 @@ class ScreenClassifier:
         self._urgent = False  # a signal asked for a round: no settle wait, no reuse
         self._wake = asyncio.Event()
         self._timers: set[asyncio.TimerHandle] = set()
+        self._flowing = FLOWING_S  # the pace of rounds while output flows
         self.verdicts = Verdicts(sup, self.signalled)
 
     def prompted(self) -> None:
         """A prompt was typed: a turn begins (``verdicts``)."""
         self.verdicts.prompted(self.rounds)
+        self._flowing = FLOWING_S
         self.changed()
+
+    def _settle(self) -> float:
+        """How long the output must pause to count as quiet: longer while the screen is busy."""
+        busy = self._verdict is not None and self._verdict.get("state") == "busy"
+        return BUSY_SETTLE_S if busy else SETTLE_S
 
     def signal(self, sig: ws.Signal) -> None:
         """A signal taken from the channel (the handler of its kinds the screen can bear out)."""
@@ -96,7 +112,7 @@ class ScreenClassifier:
         self._output = True
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if now - self._changed_at >= SETTLE_S:
+        if now - self._changed_at >= self._settle():
             self._resumed_at = now
         self._changed_at = now
         self._start()
@@ -109,6 +125,7 @@ class ScreenClassifier:
             self._timers.add(handle)
             return
         self._urgent = True
+        self._flowing = FLOWING_S
         self._wake.set()
         self._start()
 
@@ -132,20 +149,22 @@ class ScreenClassifier:
     async def _rounds(self) -> None:
         loop = asyncio.get_running_loop()
         retry = RETRY_S[0]
-        due = max(loop.time() + SETTLE_S, self._round_at + FLOWING_S)
+        due = max(loop.time() + SETTLE_S, self._round_at + self._flowing)
         while self.unclassified:
             await self._quiet_or(due)
             started = self._round_at = loop.time()
             self.rounds += 1
             number, urgent, output = self.rounds, self._urgent, self._output
             self._urgent = self._output = False
-            due = started + FLOWING_S
+            flowing = started - self._changed_at < self._settle()  # output goes on as it begins
+            before = self._verdict
             self.unclassified = False  # from here on, new output means another round
             request = self._request()
             reuse = started - self._answered_at < REUSE_S and not urgent
             if reuse and self._verdict is not None and same_request(self._answered, request):
                 self.skipped += 1
                 self._judge(self._verdict, number, output, started, request["screen"])
+                due = started + self._pace(before, self._verdict, flowing and not urgent)
                 continue
             try:
                 result = await self._call(request)
@@ -161,8 +180,16 @@ class ScreenClassifier:
             retry, self.failures = RETRY_S[0], 0
             self._answered, self._answered_at, self._verdict = request, started, result
             self._judge(result, number, output, started, request["screen"])
+            due = started + self._pace(before, result, flowing and not urgent)
             if self.sup.identity is None:
                 await self.sup.checks.discover()
+
+    def _pace(self, before: dict[str, Any] | None, after: dict[str, Any], flowing: bool) -> float:
+        """The wait before the next round while output flows: doubled after a round that
+        found the same busy screen with output still flowing, else ``FLOWING_S``."""
+        same = before is not None and _state(before) == _state(after) == "busy"
+        self._flowing = min(self._flowing * 2, FLOWING_MAX_S) if same and flowing else FLOWING_S
+        return self._flowing
 
     def _judge(
         self, result: dict[str, Any], number: int, output: bool, started: float, screen: str
@@ -177,7 +204,7 @@ class ScreenClassifier:
         loop = asyncio.get_running_loop()
         while (
             not self._urgent
-            and (wake := min(due, self._changed_at + SETTLE_S, self._resumed())) > loop.time()
+            and (wake := min(due, self._changed_at + self._settle(), self._resumed())) > loop.time()
         ):
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
@@ -204,3 +231,7 @@ class ScreenClassifier:
         return await sup.peer.call(
             f"adapter/{sup.provider}", "adapter.classify", request, timeout=CALL_TIMEOUT_S
         )
+
+
+def _state(verdict: dict[str, Any]) -> Any:
+    return verdict.get("state")
