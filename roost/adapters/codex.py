@@ -104,6 +104,8 @@ ERROR_REASONS = (
 # screen; the message wraps at the terminal's width).
 RESUMING = "Resuming session\u2026"
 RESUME_GAVE_UP = "Failed to resume session"
+ROLLOUT_PATH = re.compile(r"\s*from\s*\S+?\.jsonl:\s*")  # blanks at a row's edge may be gone
+GAVE_UP = re.compile(r"\s*".join(map(re.escape, "".join(RESUME_GAVE_UP.split()))))  # wrapped
 RESUME_NOT_FOUND = "no rollout found"
 SPINNER = range(0x2800, 0x2900)  # braille: the title's first character while a turn runs
 PROMPT_MARK = "\u203a"  # codex marks the composer, prompts and chosen options with it
@@ -299,9 +301,11 @@ class CodexAdapter(Adapter):
         "Resuming session…". codex draws a composer before it has loaded the thread, and gives
         up afterwards ("Failed to resume session ... no rollout found"), so a composer alone
         proves nothing."""
-        flat = screen.replace("\n", "")
-        if RESUME_GAVE_UP in flat:
-            reason = "not-found" if RESUME_NOT_FOUND in flat else "exited"
+        # codex's error wraps at the terminal's edge wherever its path puts it, a space at a
+        # row's end dropped with the row's trailing blanks: matched with no blanks at all
+        flat = "".join(screen.split())
+        if _squeezed(RESUME_GAVE_UP) in flat:
+            reason = "not-found" if _squeezed(RESUME_NOT_FOUND) in flat else "exited"
             return ResumeCheck(RESUME_FAILED, reason, _gave_up(screen))
         check = super().verify_resume(screen, provider_session, samples, ctx)
         if check.outcome != RESUMED:
@@ -375,8 +379,9 @@ def _composer(lines: list[str]) -> int | None:
 def _gave_up(screen: str) -> str:
     """Why codex gave up a resume, without the host path of its rollout file."""
     flat = screen.replace("\n", "")
-    why = flat[flat.index(RESUME_GAVE_UP) :].split("(code", 1)[0]
-    return re.sub(r" from \S+: ", ": ", why).strip()[:300]
+    found = GAVE_UP.search(flat)
+    why = flat[found.start() if found else 0 :].split("(code", 1)[0]
+    return ROLLOUT_PATH.sub(": ", why).strip()[:300]
 
 
 def _asked(lines: list[str]) -> str:
@@ -490,3 +495,8 @@ def _tool_result(item: dict[str, Any]) -> dict[str, Any]:
         rest = {k: v for k, v in item.items() if k not in ("id", "type", "status")}
         content = json.dumps(rest, ensure_ascii=False)
     return {"id": item.get("id"), "is_error": failed, "content": content}
+
+
+def _squeezed(text: str) -> str:
+    """``text`` without its blanks (as a wrapped screen is matched)."""
+    return "".join(text.split())

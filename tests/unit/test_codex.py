@@ -647,7 +647,8 @@ def test_a_usage_limit_reads_the_reset_from_its_wrapped_cell() -> None:
     assert seen.reset_at is not None and not seen.self_continues
     at = dt.datetime.fromtimestamp(seen.reset_at)
     assert (at.hour, at.minute, at.second) == (18, 31, 0)
-    assert time.time() - 12 * 3600 <= seen.reset_at <= time.time() + 13 * 3600
+    # the next such time after half a day ago: within a day of that, whatever the hour now
+    assert time.time() - 12 * 3600 <= seen.reset_at <= time.time() + 12 * 3600 + 86400
 
 
 def test_the_reset_is_read_in_the_sessions_time_zone() -> None:

@@ -137,6 +137,22 @@ def test_codex_giving_up_the_resume_is_resume_failed() -> None:
     assert "/srv/work" not in check.detail  # no host path of codex's files
 
 
+def test_codexs_give_up_is_read_wherever_the_terminal_wraps_it() -> None:
+    """The error's words wrap at the terminal's edge wherever its path length puts them, and a
+    space at a row's end goes with the row's trailing blanks: at every width it still reads
+    not-found, with the reason and no path."""
+    screen = capture("codex-mock-resume-lost-exit.txt")
+    rows = screen.splitlines()
+    start = next(i for i, row in enumerate(rows) if "Failed to resume" in row)
+    line = "".join(rows[start:]).strip()  # the capture's rows are wrapped at their full width
+    assert "no rollout found" in line
+    for width in range(20, len(line)):
+        wrapped = [line[i : i + width].rstrip() for i in range(0, len(line), width)]
+        check = ADAPTER.verify_resume("\n".join(wrapped), LOST_ID, [])
+        assert (check.outcome, check.reason) == (RESUME_FAILED, "not-found"), width
+        assert "/srv/work" not in check.detail and "rollout" in check.detail, width
+
+
 def test_a_resumed_screen_is_resumed_only_with_the_threads_file(tmp_path: Path) -> None:
     screen = capture("codex-mock-resume.txt")
     assert ADAPTER.verify_resume(screen, LONG_ID, [], ctx_for(tmp_path)).outcome is None
