@@ -198,20 +198,29 @@ def test_a_session_stopped_before_its_first_turn_has_no_id_to_resume_by(
     assert node.error("resume", rid)["code"] == "no-provider-session"
 
 
-def test_a_resume_whose_rollout_is_gone_ends_with_codexs_error(
-    node: Node, tmp_path: Path, project: Path
-) -> None:
-    """Codex draws "Resuming session…" above a composer before it gives up;
-    that composer is no verdict, a prompt sent meanwhile is never accepted and lost, and the
-    verdict is resume_failed (before the exit)."""
+def resume_a_lost_rollout(
+    node: Node, tmp_path: Path, project: Path, resuming_s: float
+) -> tuple[str, str]:
+    """A session with one turn, stopped, its rollout deleted and resumed: codex shows
+    "Resuming session…" for ``resuming_s`` and then gives up. Returns (record, thread id)."""
     node.up()
-    rid = spawn(node, project, tmp_path, "FAKE_CODEX_RESUMING_S=3")
+    rid = spawn(node, project, tmp_path, f"FAKE_CODEX_RESUMING_S={resuming_s:g}")
     activity(node, rid, "ready")
     node.run("prompt", rid, "remember me")
     sid = identity(node, rid)
     node.run("stop", rid)
     rollouts(tmp_path)[sid].unlink()
     node.run("resume", rid)
+    return rid, sid
+
+
+def test_a_resume_whose_rollout_is_gone_ends_with_codexs_error(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    """Codex draws "Resuming session…" above a composer before it gives up;
+    that composer is no verdict, a prompt sent meanwhile is never accepted and lost, and the
+    verdict is resume_failed (before the exit)."""
+    rid, sid = resume_a_lost_rollout(node, tmp_path, project, resuming_s=3)
     refused = node.error("prompt", rid, "PING two")  # while codex shows "Resuming session…"
     assert refused["code"] in ("session-not-live", "resume-pending"), refused
     gone = node.wait_state(rid, "dormant")
@@ -233,14 +242,8 @@ def test_a_stop_before_the_verdict_is_reported_as_stopped(
 ) -> None:
     """An operator's stop while codex still shows "Resuming session…" is not the CLI failing
     to resume: the verdict says ``stopped``, and the record keeps its provider session."""
-    node.up()
-    rid = spawn(node, project, tmp_path, "FAKE_CODEX_RESUMING_S=30")
-    activity(node, rid, "ready")
-    node.run("prompt", rid, "remember me")
-    sid = identity(node, rid)
-    node.run("stop", rid)
-    rollouts(tmp_path)[sid].unlink()  # codex holds "Resuming session…" for 30 s, then gives up
-    node.run("resume", rid)
+    # codex holds "Resuming session…" for 30 s, then gives up
+    rid, sid = resume_a_lost_rollout(node, tmp_path, project, resuming_s=30)
     node.wait_screen(rid, "Resuming session")
     stopped = node.run("stop", rid)["record"]
     assert stopped["state"] == "dormant" and stopped["provider_session"] == sid
