@@ -21,7 +21,7 @@ from roost.cli.texts import suggested, wants_suggestions
 from roost.client.client import Client, Curve
 from roost.client.locate import default_state_dir
 from roost.wire.errors import RoostError
-from roost.wire.policy import node_address
+from roost.wire.policy import AUTO, node_address
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,6 +72,13 @@ class Ctx:
                 client = Client.for_state_dir(self.state_dir, timeout=self.timeout)
             except RoostError as err:
                 raise not_running(err, self.state_dir) from None
+        if self.node == AUTO:
+            client.close()
+            raise RoostError(
+                "bad-request",
+                "--node auto is spawn's (the hub picks a node for a new session); name the node",
+                {"field": "node"},
+            )
         if self.node:
             if client.target != "hub":
                 client.close()

@@ -16,6 +16,7 @@ import os
 import stat
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from roost.config import load
 from roost.interpreter import python_module
 from roost.providers import vendors
 from roost.wire.errors import RoostError
+from roost.wire.policy import HUB
 
 Finding = dict[str, str]
 PROBE_TIMEOUT_S = 60.0
@@ -113,6 +115,8 @@ def check_providers(
         except RoostError as err:
             if err.code not in ("unknown-method", "forbidden"):
                 raise
+    if reports is None and ctx.remote is not None:  # a node elsewhere: not this shell's to check
+        return [], [], "nowhere (the node did not answer)"
     if reports is None:
         seen_by = "this shell's environment (no node answered)"
         reports = probe_here()
@@ -193,7 +197,11 @@ def _permission(path: Path, allowed: int) -> Finding | None:
 @reader
 def doctor(ctx: Ctx) -> None:
     """Check the config file, the node, each provider CLI and the state directory's
-    permissions; each finding says what to do. Exits 1 when something is broken."""
+    permissions; each finding says what to do. Exits 1 when something is broken. Through a hub
+    without --node: every node's, each in its own environment."""
+    if not ctx.node and _is_hub(ctx):
+        fleet_doctor(ctx)
+        return
     findings, config = check_config()
     node_findings, status = check_node(ctx)
     provider_findings, providers, seen_by = check_providers(ctx, status)
@@ -217,16 +225,71 @@ def doctor(ctx: Ctx) -> None:
         sys.exit(1)
 
 
+def _is_hub(ctx: Ctx) -> bool:
+    try:
+        with dataclasses.replace(ctx, timeout=min(ctx.timeout, NODE_TIMEOUT_S)).client() as client:
+            return client.target == HUB
+    except RoostError:
+        return False  # check_node says what is wrong with the node
+
+
+def one_node(ctx: Ctx, known: dict[str, Any]) -> dict[str, Any]:
+    """A linked node's checks through the hub (``ctx`` addresses it): the node, its providers
+    in its own environment."""
+    node_id = known["node_id"]
+    if not known["linked"]:
+        what = f"node {node_id} is not linked to the hub (for {known.get('gone_s', 0):.0f} s)"
+        fix = "start its node (roost node up), or mend its network to the hub"
+        found = [finding("node", "error", what, fix)]
+        return {"node_id": node_id, "ok": False, "findings": found, "node": None, "providers": []}
+    node_findings, status = check_node(ctx)
+    provider_findings, providers, _ = check_providers(ctx, status)
+    findings = node_findings + provider_findings
+    ok = not any(f["level"] == "error" for f in findings)
+    return {
+        "node_id": node_id,
+        "ok": ok,
+        "findings": findings,
+        "node": status,
+        "providers": providers,
+    }
+
+
+def fleet_doctor(ctx: Ctx) -> None:
+    """``roost --hub ... doctor``: every node the hub knows, checked at once, each in its own
+    environment; exit 1 when any finding of any node is an error."""
+    findings, config = check_config()
+    known = ctx.call("hub.nodes", target="hub")["nodes"]
+    quiet = dataclasses.replace(ctx, quiet=True)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        nodes = list(
+            pool.map(lambda n: one_node(dataclasses.replace(quiet, node=n["node_id"]), n), known)
+        )
+    ok = not any(f["level"] == "error" for f in findings) and all(n["ok"] for n in nodes)
+    doc = {"ok": ok, "findings": findings, "config": config, "nodes": nodes}
+    if ctx.json:
+        emit_json(doc)
+    else:
+        _print(findings, "")
+        if not nodes:
+            click.echo("no nodes have linked to this hub since it started")
+        for node in nodes:
+            click.echo(f"node {node['node_id']}:" + ("" if node["ok"] else " ERRORS"))
+            _print(node["findings"], "the node's environment", indent="  ")
+    if not ok:
+        sys.exit(1)
+
+
 MARK = {"ok": "ok   ", "warn": "warn ", "error": "ERROR"}
 
 
-def _print(findings: list[Finding], seen_by: str) -> None:
+def _print(findings: list[Finding], seen_by: str, indent: str = "") -> None:
     area = ""
     for f in findings:
         if f["area"] != area:
             area = f["area"]
             extra = f" (checked in {seen_by})" if area == "providers" else ""
-            click.echo(f"{area}{extra}:")
-        click.echo(f"  {MARK[f['level']]} {f['what']}")
+            click.echo(f"{indent}{area}{extra}:")
+        click.echo(f"{indent}  {MARK[f['level']]} {f['what']}")
         if f["fix"] and f["level"] != "ok":
-            click.echo(f"        -> {f['fix']}")
+            click.echo(f"{indent}        -> {f['fix']}")

@@ -32,6 +32,7 @@ LAZY = {
     "signal": "roost.cli.integrate",
     "integrate": "roost.cli.integrate",
     "usage": "roost.cli.usage",
+    "fleet": "roost.cli.fleet",
 }
 
 
@@ -101,7 +102,12 @@ class LazyGroup(click.Group):
 @click.option("--server-key", envvar="ROOST_SERVER_KEY", help="the node's CURVE public key")
 @click.option("--key-file", envvar="ROOST_KEY_FILE", help="this client's key pair (keys new)")
 @click.option("--hub", envvar="ROOST_HUB", help="a hub's tcp:// endpoint (like --connect)")
-@click.option("--node", "node_id", envvar="ROOST_NODE", help="through a hub: the node to address")
+@click.option(
+    "--node",
+    "node_id",
+    envvar="ROOST_NODE",
+    help="through a hub: the node to address (spawn: auto, the hub picks)",
+)
 @click.pass_context
 def cli(
     ctx: click.Context,

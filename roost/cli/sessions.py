@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import sys
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -21,6 +22,7 @@ from roost.cli.table import terminal_width
 from roost.cli.texts import show_lines
 from roost.providers import MODES, ON_LIMIT, RESTORE_POLICIES, names
 from roost.wire.errors import RoostError
+from roost.wire.policy import AUTO, HUB
 
 SIZE_RE = re.compile(r"^(\d+)x(\d+)$")
 
@@ -70,8 +72,18 @@ def _known(rec: dict[str, Any]) -> str:
     return str(rec["state"])
 
 
-def _launched(ctx: Ctx, method: str, body: dict[str, Any], verb: str, ready: float | None) -> None:
-    """Spawn or resume; with ``ready`` (--wait-ready) also wait for ready, attention or exit."""
+def _launched(
+    ctx: Ctx,
+    method: str,
+    body: dict[str, Any],
+    verb: str,
+    ready: float | None,
+    placed: dict[str, Any] | None = None,
+) -> None:
+    """Spawn or resume; with ``ready`` (--wait-ready) also wait for ready, attention or exit.
+    ``placed``: the hub's choice of node (``hub.place``), said first and kept in the JSON."""
+    if placed is not None and not ctx.json:
+        console.print(f"placed on {placed['node']}: {placed['why']}")
     with ctx.client() as client, waiting(WAITING[method]) as progress:
         doc = client.call(
             method, body, timeout=60.0, op=ctx.op, grant=ctx.grant, on_wait=progress.tick
@@ -79,7 +91,7 @@ def _launched(ctx: Ctx, method: str, body: dict[str, Any], verb: str, ready: flo
         progress.done()
         if ready is not None:
             doc = {**doc, "record": wait_ready(client, doc["record"], ready), "ready": True}
-    _record_out(ctx, doc, verb)
+    _record_out(ctx, doc if placed is None else {**doc, "placed": placed}, verb)
 
 
 WAIT_READY = click.option(
@@ -102,7 +114,10 @@ SPAWN_HELP = f"""Start a live session of PROVIDER ({", ".join(names())}), or of 
     on_limit are the defaults of --mode, --size, --env, --restore and --on-limit.
 
     It answers once the agent runs, before its screen is read (`starting`); --wait-ready waits
-    until it is ready for input, and fails (exit 1) if it needs a human or ends first."""
+    until it is ready for input, and fails (exit 1) if it needs a human or ends first.
+
+    Through a hub, --node auto lets the hub pick the node: a healthy one with the provider
+    installed and logged in, the least loaded; it says which and why."""
 
 
 @click.command(help=SPAWN_HELP)
@@ -168,7 +183,27 @@ def spawn(
     }
     if worktree is not None:
         body["worktree"] = worktree or True
-    _launched(ctx, "session.spawn", body, "spawned", ready_timeout if wait_ready_ else None)
+    placed = None
+    if ctx.node == AUTO:  # the hub picks the node, and says why
+        placed = _place(ctx, provider)
+        ctx.node = placed["node"]
+    ready = ready_timeout if wait_ready_ else None
+    _launched(ctx, "session.spawn", body, "spawned", ready, placed)
+
+
+def _place(ctx: Ctx, provider: str) -> dict[str, Any]:
+    """The hub's choice of a node for a session of ``provider`` (``hub.place``)."""
+    with replace(ctx, node="").client() as client:
+        if client.target != HUB:
+            raise RoostError(
+                "bad-request",
+                "--node auto is for a hub (--hub ENDPOINT): it picks one of its nodes",
+                {"field": "node"},
+            )
+        placed: dict[str, Any] = client.call(
+            "hub.place", {"provider": provider}, timeout=max(ctx.timeout, 40.0)
+        )
+    return placed
 
 
 @click.command("ls")
@@ -299,7 +334,8 @@ def resume(
 ) -> None:
     """Cold-resume a dormant record by its provider session id (a new generation); with
     --wait-ready, wait as for spawn. --all resumes every dormant record whose restore policy is
-    resume (spawn --restore), one at a time, and reports each outcome."""
+    resume (spawn --restore), one at a time, and reports each outcome; through a hub without
+    --node, on every linked node (one at a time on each, the nodes side by side)."""
     if all_ == bool(ref):
         raise RoostError("bad-request", "give a record ID or --all, not both", {"field": "id"})
     if all_:
@@ -328,6 +364,10 @@ def fork(ctx: Ctx, ref: str, name: str | None, wait_ready_: bool, ready_timeout:
 
 def _resume_all(ctx: Ctx, wait_s: float) -> None:
     with ctx.client() as client:
+        if client.target == HUB and not ctx.node:
+            client.close()
+            _resume_fleet(ctx, wait_s)
+            return
         plan = client.call("session.restore", {}, op=ctx.op, grant=ctx.grant)
         if not ctx.json:
             if not plan["records"] and not plan["skipped"]:
@@ -338,6 +378,38 @@ def _resume_all(ctx: Ctx, wait_s: float) -> None:
         emit_json(followed)
     else:
         print_outcomes(followed)
+
+
+def _resume_fleet(ctx: Ctx, wait_s: float) -> None:
+    """``resume --all`` through a hub: every linked node restores its own records, one at a
+    time on each node and the nodes side by side; then each node's outcomes are followed."""
+    nodes = [n["node_id"] for n in ctx.call("hub.nodes", target="hub")["nodes"] if n["linked"]]
+    plans, unanswered = {}, {}
+    for node_id in nodes:  # each node starts its batch at once and answers with its plan
+        try:
+            plans[node_id] = replace(ctx, node=node_id).call("session.restore", {})
+        except RoostError as err:
+            unanswered[node_id] = err.code
+    followed = {}
+    for node_id, plan in plans.items():
+        if not ctx.json:
+            click.echo(f"node {node_id}:")
+            print_plan(plan)
+        try:
+            with replace(ctx, node=node_id).client() as client:
+                followed[node_id] = follow(client, plan, wait_s)
+        except RoostError as err:
+            unanswered[node_id] = err.code
+            continue
+        if not ctx.json:
+            print_outcomes(followed[node_id])
+    if ctx.json:
+        emit_json({"nodes": followed, "unanswered": unanswered})
+        return
+    if not nodes:
+        click.echo("no nodes are linked to this hub")
+    for node_id, code in unanswered.items():
+        click.echo(f"node {node_id}: did not answer ({code}); run resume --all --node {node_id}")
 
 
 @click.command()

@@ -24,6 +24,7 @@ CODES: dict[str, str] = {
     "unknown-method": "the target does not serve this method",
     "unreachable": "the target address is not registered with the broker",
     "unavailable": "the actor is restarting; retry shortly",
+    "no-node-fits": "no node linked to the hub can run that provider now (each one's reason)",
     "node-id-conflict": "a live peer of another process already holds that address (node id)",
     "timeout": "the target did not answer in time",
     "internal": "an unexpected failure inside an actor; the node keeps serving",

@@ -17,15 +17,17 @@ from roost.wire.errors import RoostError
 
 NODE_ROLE = "node"  # a CURVE key of a node dialling a hub
 HUB = "hub"
+AUTO = "auto"  # --node auto: the hub places the session (hub.place); no node is called so
 NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def check_node_id(node_id: str) -> str:
-    """A node id that can prefix addresses and topics: 1-64 of A-Z a-z 0-9 . _ -, not "hub"."""
-    if not NODE_ID.match(node_id) or node_id == HUB:
+    """A node id that can prefix addresses and topics: 1-64 of A-Z a-z 0-9 . _ -, not "hub" nor
+    "auto"."""
+    if not NODE_ID.match(node_id) or node_id in (HUB, AUTO):
         raise RoostError(
             "bad-request",
-            "a node id is 1 to 64 letters, digits, '.', '_' or '-' (and not 'hub')",
+            "a node id is 1 to 64 letters, digits, '.', '_' or '-' (and not 'hub' or 'auto')",
             {"field": "node-id"},
         )
     return node_id

@@ -242,6 +242,20 @@ METHODS: dict[str, Method] = {
             roles=ANYONE,
         ),
         Method(
+            "hub.fleet",
+            "every node with its link, roost version, providers and their login, sessions and "
+            "load (served by a hub)",
+            served_by=(HUB,),
+            roles=ANYONE,
+        ),
+        Method(
+            "hub.place",
+            "the node a new session of a provider goes to, and why each node is or is not a "
+            "candidate (served by a hub)",
+            served_by=(HUB,),
+            roles=ANYONE,
+        ),
+        Method(
             "hub.shutdown",
             "stop the hub; nodes and their sessions run on (served by a hub)",
             served_by=(HUB,),

@@ -318,3 +318,17 @@ def test_make_demo_shows_ls_and_attach_and_ends_with_try_it_yourself(node: Node)
     for command in ("roost node up", "roost spawn echo", "roost ls", "roost attach"):
         assert command in tail
     wait_for(lambda: not node.processes(), 20, "the demo's processes to end")
+
+
+def test_node_auto_and_fleet_are_for_a_hub(node: Node) -> None:
+    """``--node auto`` (the hub picks) and ``roost fleet`` said to a node, and ``auto`` given
+    to any command but spawn, are refused with what to do; nothing is spawned."""
+    node.up()
+    for args, says in (
+        (("--node", "auto", "spawn", "echo"), "--node auto is for a hub (--hub ENDPOINT)"),
+        (("fleet",), "roost fleet is a hub's view"),
+        (("--node", "auto", "ls"), "--node auto is spawn's"),
+    ):
+        err = node.error(*args)
+        assert err["code"] == "bad-request" and says in err["message"], (args, err)
+    assert node.run("ls")["records"] == []

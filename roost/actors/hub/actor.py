@@ -26,6 +26,7 @@ import structlog
 import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
+from roost.actors.hub import fleet
 from roost.actors.runtime.endpoints import check_tcp, curve_endpoint, roost_for
 from roost.actors.runtime.idlock import hold_runtime_dir
 from roost.actors.runtime.lock import StateLock
@@ -44,6 +45,7 @@ from roost.client.locate import (
     runtime_dir,
     write_node_info,
 )
+from roost.wire import fields as f
 from roost.wire import protocol as p
 from roost.wire.errors import RoostError
 from roost.wire.policy import HUB, Policy, node_address, node_of
@@ -51,6 +53,7 @@ from roost.wire.policy import HUB, Policy, node_address, node_of
 log = structlog.get_logger("roost.hub")
 
 FAN_OUT_TIMEOUT = 10.0
+FLEET_TIMEOUT = 30.0  # a node's first provider checks run before it answers (15 s a CLI at most)
 MAX_GONE = 1024  # nodes remembered as gone; the hub keeps nothing across its own restarts
 
 
@@ -67,6 +70,8 @@ class HubActor:
             "hub.status": self.status,
             "hub.nodes": self.nodes,
             "hub.shutdown": self.shutdown,
+            "hub.fleet": self.fleet,
+            "hub.place": self.place,
             "session.list": self.session_list,
         }
         p.check_served(p.HUB, handlers)  # the table of methods says what a hub serves
@@ -128,6 +133,41 @@ class HubActor:
 
     async def nodes(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         return {"nodes": self.known()}
+
+    async def fleet(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        return {"nodes": await self._fleet()}
+
+    async def place(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
+        provider = f.req_str(body, "provider", max_len=64)
+        return fleet.place(await self._fleet(), provider)
+
+    async def _fleet(self) -> list[dict[str, Any]]:
+        """Each known node's ``fleet.row``: the linked ones asked for their status (with their
+        provider checks) at once."""
+        known = self.known()
+        linked = [n for n in known if n["linked"]]
+        replies = await asyncio.gather(
+            *(
+                self.peer.call(
+                    node_address(n["node_id"]),
+                    "node.status",
+                    {"providers": True},
+                    timeout=FLEET_TIMEOUT,
+                )
+                for n in linked
+            ),
+            return_exceptions=True,
+        )
+        answers = dict(zip((n["node_id"] for n in linked), replies, strict=True))
+        lines = []
+        for n in known:
+            reply = answers.get(n["node_id"])
+            if isinstance(reply, dict):
+                lines.append(fleet.row(n, reply, None))
+            else:
+                code = reply.code if isinstance(reply, RoostError) else "unreachable"
+                lines.append(fleet.row(n, None, code if n["linked"] else "not linked"))
+        return lines
 
     async def shutdown(self, h: p.Header, body: dict[str, Any]) -> dict[str, Any]:
         asyncio.get_running_loop().call_later(0.05, self._stop.set)

@@ -8,11 +8,13 @@ address for fencing, and reconciles records with the supervisors that re-registe
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
 
+import psutil
 import structlog
 
 from roost.actors.node import backup, checkup, forking, limits, usage
@@ -85,12 +87,13 @@ class NodeActor:
         self.limits = limits.for_node(sessions, self.inputs, self.call_session)
         reports = Reports(sessions, self.limits.seen)
         self.control = control = Control(peer, sessions)
+        self.providers = checkup.ProviderChecks(peer)
         # Every method the node serves, and only those (``p.served_by(p.NODE)``): the table of
         # methods in the protocol module says which are mutating and node-wide, not this map.
         handlers: dict[str, Serving] = {
             "node.status": self.status,
             "node.shutdown": self.shutdown,
-            "node.doctor": checkup.handler(peer),
+            "node.doctor": checkup.handler(self.providers),
             "node.usage": usage.handler(peer),
             "node.backup": backup.handler(peer),
             "node.claim": control.node_claim,
@@ -193,6 +196,12 @@ class NodeActor:
             "accepting": self.control.accepting,
             "cleaning": self.sessions.cleaning,
             "inputs": self.inputs.status(),
+            "host": host_load(),
+            **(
+                {"providers": await self.providers.latest()}
+                if f.opt_bool(body, "providers")
+                else {}
+            ),
         }
 
     async def _counts(self) -> dict[str, int] | None:
@@ -535,6 +544,18 @@ class _RecordLock:
     async def __aexit__(self, *exc: object) -> None:
         assert self._lock is not None
         self._lock.release()
+
+
+def host_load() -> dict[str, Any]:
+    """``node.status``'s ``host``: what a hub weighs to place a session here."""
+    memory = psutil.virtual_memory()
+    return {
+        "load": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+        "cpus": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "memory_mb": {"total": memory.total >> 20, "available": memory.available >> 20},
+    }
 
 
 def _without_host_facts(status: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ import structlog
 import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
+from roost import __version__
 from roost.actors.node import identity
 from roost.actors.node.actor import NodeActor
 from roost.actors.node.control import TURN_TOPIC
@@ -161,6 +162,7 @@ class Daemon:
                 actors[f"adapter/{provider}"].update(binary(provider, self.config, os.environ))
         return {
             "node_id": self.node_id,
+            "roost": __version__,
             "incarnation": self.incarnation,
             "pid": os.getpid(),
             "state_dir": str(self.state_dir),
@@ -247,6 +249,7 @@ class Daemon:
                 self.incarnation,
             )
             tasks.start(self.link.run(), "hub-link")
+            tasks.start(node.providers.at_start(self.registered), "provider-checks")
         try:
             await self._wait_ready(peer)
             await self._started(peer)
