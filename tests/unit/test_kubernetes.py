@@ -285,7 +285,7 @@ def test_the_node_config_loads_and_restores_sessions_by_resuming_them(tmp_path: 
 def test_an_overlay_gives_real_keys_and_another_image(tmp_path: Path) -> None:
     """What OPERATIONS "Kubernetes" tells an operator to do: the hub's keys made with `roost
     keys` in a directory of their own, an overlay that replaces the placeholder Secret with
-    them and names their image."""
+    them, names their image and sets the number of nodes."""
     hub = tmp_path / "hub"
     env_words = ["--state-dir", str(hub)]
     for words in (["keys", "new"], ["keys", "allow", "A" * 40, "--role", "node"]):
@@ -304,6 +304,7 @@ def test_an_overlay_gives_real_keys_and_another_image(tmp_path: Path) -> None:
             {
                 "resources": [os.path.relpath(BASE, tmp_path)],
                 "images": [{"name": "roost", "newName": "registry.example/roost", "newTag": "1"}],
+                "replicas": [{"name": "roost-node", "count": 3}],
                 "secretGenerator": [
                     {
                         "name": "roost-hub-keys",
@@ -324,6 +325,7 @@ def test_an_overlay_gives_real_keys_and_another_image(tmp_path: Path) -> None:
         assert base64.b64decode(secret["data"][name]).decode() == (keys / name).read_text()
     assert json.loads((keys / "allowed.json").read_text())["A" * 40]["name"] == "roost-node-0"
     assert {c["image"] for _, c in containers(docs)} == {"registry.example/roost:1"}
+    assert one("StatefulSet", "roost-node", docs)["spec"]["replicas"] == 3  # a node added
     assert validation_errors(docs, KUBERNETES_VERSIONS[0]) == []
 
 
