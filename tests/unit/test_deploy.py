@@ -5,6 +5,7 @@ off) are checked by name, so a change that loses one fails here."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -17,8 +18,23 @@ import pytest
 from roost.cli import service
 
 ROOT = Path(__file__).resolve().parents[2]
+PYTHONPATH = os.environ.get("PYTHONPATH", "")
 SYSTEMD = ROOT / "deploy" / "systemd"
 ROOST = Path(sys.executable).with_name("roost")
+
+
+def roost_env() -> dict[str, str]:
+    """The environment in which ROOST runs this checkout's roost (PYTHONPATH first: an editable
+    install of another checkout is not what is checked)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), PYTHONPATH]))}
+
+
+def roost_accepts(words: list[str]) -> subprocess.CompletedProcess[str]:
+    """``roost WORDS --help``: click refuses an unknown command or flag before it looks at
+    --help, so exit 0 means every word is understood by this roost."""
+    return subprocess.run(
+        [str(ROOST), *words, "--help"], capture_output=True, text=True, timeout=60, env=roost_env()
+    )
 
 
 def directives(text: str) -> dict[str, list[str]]:
@@ -71,19 +87,13 @@ def exec_args(unit: service.Unit) -> list[str]:
 def test_exec_start_is_a_real_command_with_real_flags(unit: service.Unit) -> None:
     """click refuses an unknown command or flag before it looks at --help: exit 0 means every
     word of ExecStart is understood by this roost."""
-    args = exec_args(unit)
-    done = subprocess.run([str(ROOST), *args, "--help"], capture_output=True, text=True, timeout=60)
+    done = roost_accepts(exec_args(unit))
     assert done.returncode == 0, done.stderr
     assert "--foreground" in done.stdout
 
 
 def test_the_flag_check_can_fail() -> None:
-    done = subprocess.run(
-        [str(ROOST), "node", "up", "--no-such-flag", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = roost_accepts(["node", "up", "--no-such-flag"])
     assert done.returncode != 0 and "no-such-flag" in done.stderr
 
 
@@ -190,9 +200,7 @@ def test_the_lab_entry_script_is_sh_and_runs_real_commands() -> None:
         ("node", "run"),  # a node's main process outlives its daemon
     }
     for words in commands:
-        done = subprocess.run(
-            [str(ROOST), *words, "--help"], capture_output=True, text=True, timeout=60
-        )
+        done = roost_accepts(words)
         assert done.returncode == 0, (words, done.stderr)
 
 
