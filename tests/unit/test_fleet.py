@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from roost.actors.hub import fleet
+from roost.actors.node import checkup
 from roost.cli.fleet import _row, providers
+from roost.providers import vendors
 from roost.wire.errors import RoostError
 from roost.wire.policy import check_node_id
 
@@ -125,3 +128,72 @@ def test_auto_is_no_node_id() -> None:
         with pytest.raises(RoostError, match="not 'hub' or 'auto'"):
             check_node_id(reserved)
     assert check_node_id("autumn") == "autumn"
+
+
+class Adapters:
+    """The adapter host as the node's checks call it: each provider's report, counted."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.failing = False
+        self.login = "logged-in"
+
+    async def call(self, target: str, method: str, body: Any = None, **kw: Any) -> dict[str, Any]:
+        self.calls += 1
+        await asyncio.sleep(0.01)
+        provider = target.split("/", 1)[1]
+        if self.failing:
+            raise RoostError("unavailable", "the adapter host is restarting")
+        return {
+            "provider": provider,
+            "missing": False,
+            "version": "1.2.3",
+            "login": self.login,
+            "findings": [{"level": "ok", "what": "fine"}],
+        }
+
+
+def test_a_node_answers_from_its_last_checks_and_makes_them_again_when_stale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def main() -> None:
+        adapters = Adapters()
+        checks = checkup.ProviderChecks(adapters)
+        first, second = await asyncio.gather(checks.latest(), checks.latest())  # one check
+        per_check = len(vendors())
+        assert adapters.calls == per_check and first == second
+        assert first["echo"]["installed"] and first["echo"]["login"] is None
+        assert first["codex"] == {
+            "installed": True,
+            "version": "1.2.3",
+            "login": "logged-in",
+            "problem": None,
+            "checked_s_ago": 0.0,
+        }
+        await checks.latest()
+        assert adapters.calls == per_check  # fresh: answered from the last checks
+        adapters.login = "logged-out"
+        monkeypatch.setattr(checkup, "FRESH_S", 0.0)
+        stale = await checks.latest()  # answered at once, checked again behind the answer
+        assert stale["codex"]["login"] == "logged-in"
+        assert checks._running is not None
+        await checks._running
+        assert (await checks.latest())["codex"]["login"] == "logged-out"
+        adapters.failing = True  # a check the adapters did not answer keeps the last good one
+        await checks.check()
+        assert (await checks.latest())["codex"]["login"] == "logged-out"
+
+    asyncio.run(main())
+
+
+def test_a_first_check_the_adapters_do_not_answer_says_so() -> None:
+    async def main() -> None:
+        adapters = Adapters()
+        adapters.failing = True
+        latest = await checkup.ProviderChecks(adapters).latest()
+        assert latest["codex"]["installed"] is None
+        assert latest["codex"]["problem"] == "not checked: unavailable"
+        row = line("a", status(codex={k: v for k, v in latest["codex"].items()}))
+        assert fleet.candidate(row, "codex") == "codex not checked: unavailable"
+
+    asyncio.run(main())

@@ -15,6 +15,8 @@ import asyncio
 import time
 from typing import Any
 
+import structlog
+
 from roost import __version__
 from roost.actors.runtime.caller import Caller
 from roost.actors.runtime.peer import Handler
@@ -23,6 +25,8 @@ from roost.wire import protocol as p
 from roost.wire.errors import RoostError
 
 DOCTOR_TIMEOUT_S = 55.0
+log = structlog.get_logger("roost.node")
+
 FRESH_S = 600.0  # provider checks older than this are made again (a login can lapse)
 
 
@@ -103,7 +107,10 @@ class ProviderChecks:
         wanted = {f"adapter/{prov}" for prov in (*vendors(), *defined())}
         while not wanted <= set(registered()) and loop.time() < deadline:
             await asyncio.sleep(0.2)  # the adapter host registers its adapters as it starts
-        await self.check()
+        try:
+            await self.check()
+        except Exception:  # a head start, not a duty: the first placement checks again
+            log.exception("provider-checks-failed")
 
 
 def handler(checks: ProviderChecks) -> Handler:
