@@ -37,8 +37,9 @@ def zone(name: str | None) -> tzinfo | None:
 def reset_time(text: str, now: float, tz: tzinfo | None = None) -> float | None:
     """The epoch second a usage limit shown as ``text`` resets (the first clock time in it), or
     None when it shows none. ``tz`` is the CLI's time zone (None: this process's local one), a
-    zone named beside the time wins. A time without a date is the next such time after half a
-    day ago: a screen still up a little after its reset shows a time just passed."""
+    zone named beside the time wins. A time without a date is today's, or tomorrow's when today's
+    is more than half a day past: so up to a day ahead, and a screen still up a little after its
+    reset shows a time just passed."""
     found = CLOCK.search(text)
     if found is None:
         return None
