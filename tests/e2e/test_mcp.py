@@ -16,7 +16,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 
-from tests.e2e.conftest import Node
+from tests.e2e.conftest import FAKES, Node
 
 TOOLS = {"list", "show", "spawn", "wait", "prompt", "key", "turn", "stop", "resume", "events"}
 MUTATING = {"spawn", "prompt", "key", "turn", "stop", "resume"}
@@ -259,3 +259,33 @@ def test_an_observer_token_reads_and_is_refused_forbidden(node: Node, tmp_path: 
     anyio.run(main)
     assert [r["id"] for r in node.run("ls")["records"]] == [rid]
     assert node.record(rid)["state"] == "live"
+
+
+def test_a_session_that_needs_a_human_is_reported_and_left_alone(
+    node: Node, tmp_path: Path
+) -> None:
+    """A login screen: wait's outcome is attention, every result that holds the record says
+    needs_human with the reason, and nothing is typed into it."""
+    node.up()
+    work = workdir(tmp_path)
+    env = {
+        "ROOST_CLAUDE_BIN": str(FAKES / "claude"),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-config"),
+        "FAKE_CLAUDE_SCREEN": "login",
+    }
+
+    async def body(session: ClientSession) -> None:
+        spawned = await ok(session, "spawn", {"provider": "claude", "name": "cc", "env": env})
+        rid = spawned["record"]["id"]
+        waited = await ok(session, "wait", {"id": "cc", "timeout": 30})
+        assert waited["outcome"] == "attention", waited
+        assert waited["needs_human"] is True and waited["attention"] == "login"
+        listed = await ok(session, "list", {})
+        assert listed["needs_human"] == [rid] and listed["records"][0]["needs_human"] is True
+        shown = await ok(session, "show", {"id": rid, "screen": True})
+        assert shown["needs_human"] is True and shown["attention"] == "login"
+        log = await ok(session, "events", {"id": rid, "limit": 1000})
+        assert not [e for e in log["events"] if e["kind"] == "session.input"]
+        await ok(session, "stop", {"id": rid, "grace_ms": 500})
+
+    run(node, work, body)
