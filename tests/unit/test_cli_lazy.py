@@ -26,6 +26,9 @@ HEAVY = (
     "difflib",
     "hashlib",
     "secrets",
+    "mcp",  # the MCP SDK and what it brings: roost mcp's alone
+    "pydantic",
+    "anyio",
 )
 
 
@@ -65,6 +68,26 @@ def test_ls_imports_only_what_it_uses(tmp_path: Path) -> None:
     loaded = set(json.loads(run.stdout.splitlines()[-1]))
     assert "roost.cli.sessions" in loaded and "zmq" in loaded
     assert not [m for m in HEAVY if m in loaded]
+
+
+def test_help_and_the_mcp_command_load_without_the_mcp_sdk() -> None:
+    """``roost --help`` loads every command's module, ``roost mcp``'s too: the SDK is imported
+    only when ``roost mcp`` runs."""
+    code = (
+        "import sys\n"
+        "from roost.cli.main import cli\n"
+        "try:\n"
+        "    cli(['--help'], prog_name='roost')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(','.join(sorted(sys.modules)))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "mcp " in run.stdout and "roost.cli.mcp" in run.stdout.splitlines()[-1]
+    loaded = set(run.stdout.splitlines()[-1].split(","))
+    assert not [m for m in ("mcp", "mcp_types", "pydantic", "anyio", "starlette") if m in loaded]
 
 
 # What the fast path (roost.cli.quick) answers without: the click CLI's libraries, the client
