@@ -70,7 +70,7 @@ def test_lab_bench_smallest_run_reports_every_part_and_leaves_nothing() -> None:
     assert doc["list"]["records"] == 4 and doc["list"]["reps"] == 3
     assert doc["events"]["expected"] == 4  # received is a figure: not asserted
     assert set(doc["hub"]) >= {"cpu_s", "rss_mib_peak"} and "cpu_s" in doc["nodes_total"]
-    assert set(doc["restart"]) >= {"all_linked_after_up_s", "all_linked_after_up_heartbeats"}
+    assert set(doc["restart"]) >= {"all_linked_after_kill_s", "all_linked_after_answer_heartbeats"}
     assert doc["left_running"] == 0
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert doc["netns_prefix"] not in namespaces, namespaces  # its namespaces are gone
