@@ -41,7 +41,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -206,22 +206,13 @@ class Lab:
             self.cli("hub", "keys", "allow", "--role", "node", "--name", nid, "--", public)
             (self.root / nid / "work").mkdir(parents=True)
         self.hub_up()
-        errors: list[BaseException] = []
 
-        def up(nid: str) -> None:
-            try:
-                hub = f"tcp://{self.hosts.hub_addr[nid]}:{PORT}"
-                self.cli(
-                    nid, "node", "up", "--node-id", nid, "--hub", hub, "--hub-key", self.hub_key
-                )
-            except BaseException as err:  # reported below
-                errors.append(err)
+        def up(nid: str) -> Callable[[], object]:
+            hub = f"tcp://{self.hosts.hub_addr[nid]}:{PORT}"
+            args = ("node", "up", "--node-id", nid, "--hub", hub, "--hub-key", self.hub_key)
+            return lambda: self.cli(nid, *args)
 
-        threads = [threading.Thread(target=up, args=(n,), daemon=True) for n in self.node_ids]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(180)
+        errors = parallel({nid: up(nid) for nid in self.node_ids}, 180)
         if errors:
             raise errors[0]
 
@@ -352,12 +343,12 @@ class Events:
         self.stream.close()
 
 
-def parallel(work: dict[str, Callable[[], None]], timeout: float) -> list[BaseException]:
+def parallel(work: Mapping[str, Callable[[], object]], timeout: float) -> list[BaseException]:
     """Run each callable in a thread of its own (started from this one: this namespace), wait
     at most ``timeout`` for all; the errors they raised."""
     errors: list[BaseException] = []
 
-    def wrap(fn: Callable[[], None]) -> None:
+    def wrap(fn: Callable[[], object]) -> None:
         try:
             fn()
         except BaseException as err:  # reported by the caller
