@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roost.client.keys import AllowedKeys
+from roost.client.scoped import ScopedTokens
 from roost.wire import protocol as p
 from roost.wire.errors import RoostError
 from roost.wire.policy import NODE_ROLE, Policy
@@ -47,6 +48,7 @@ class Gate:
     observer_token: str
     policy: Policy
     keys: AllowedKeys | None = None  # the authorised CURVE keys of a network endpoint
+    scoped: ScopedTokens | None = None  # a node's scoped tokens (roost token new)
 
     def key_role(self, key: str | None) -> str | None:
         return self.keys.role(key) if key and self.keys is not None else None
@@ -70,13 +72,25 @@ class Gate:
 
     def client_role(self, offered: Any, key: str | None) -> str:
         """The role ``initialize`` grants: the CURVE key's, else the token's."""
+        return self.client(offered, key)[0]
+
+    def client(self, offered: Any, key: str | None) -> tuple[str, str | None]:
+        """The role ``initialize`` grants (the CURVE key's, else the token's) and, for a scoped
+        token, its id (the node's scope on every request of the connection)."""
         role = self.key_role(key)  # allowed by ZAP, so it has a role
         if role == NODE_ROLE:
             raise RoostError("unauthorized", "a node's key registers with hello, not initialize")
         if role:
-            return role
+            return role, None
         if token_ok(offered, self.token):
-            return p.OPERATOR
+            return p.OPERATOR, None
         if self.observer_token and token_ok(offered, self.observer_token):
-            return p.OBSERVER
+            return p.OBSERVER, None
+        scoped = self.scoped.match(offered) if self.scoped is not None else None
+        if scoped is not None:
+            return p.OPERATOR, scoped.id
         raise RoostError("unauthorized", "the token was refused")
+
+    def scope_live(self, scope: str) -> bool:
+        """Whether the scoped token ``scope`` is still there (not revoked)."""
+        return self.scoped is not None and self.scoped.get(scope) is not None

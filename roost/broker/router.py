@@ -30,6 +30,7 @@ from roost.broker.local import LOCAL, LocalLink, data
 from roost.broker.loopsock import LoopSocket, send_now
 from roost.broker.registry import PeerEntry, Registry, Seen
 from roost.client.keys import AllowedKeys
+from roost.client.scoped import ScopedTokens
 from roost.wire import protocol as p
 from roost.wire.errors import RoostError
 from roost.wire.policy import Policy, node_of
@@ -59,6 +60,7 @@ class BrokerConfig:
     incarnation: str
     node_id: str = ""
     observer_token: str = ""  # a second token, for read-only clients (role observer)
+    scoped: ScopedTokens | None = None  # a node's scoped tokens (roost token new --scope own)
     policy: Policy = field(default_factory=Policy)
 
 
@@ -87,7 +89,13 @@ class Broker:
         self._frame_now: zmq.Frame | None = None  # the header frame of the message being handled
         self._locals: dict[bytes, LocalLink] = {}  # actors in this process (roost.broker.local)
         self._warned = Seen()
-        self.gate = Gate(config.token, config.actor_token, config.observer_token, config.policy)
+        self.gate = Gate(
+            config.token,
+            config.actor_token,
+            config.observer_token,
+            config.policy,
+            scoped=config.scoped,
+        )
         self.links = Links()  # a hub's node links: what they may send, which replies they owe
         self._pongs = {  # the two answers to a ping, packed once
             known: p.pack({"registered": known, "incarnation": config.incarnation})
@@ -285,6 +293,12 @@ class Broker:
                     "forbidden", f"clients address the {policy.default_target}; actors are internal"
                 )
             header.extra["r"] = sender.meta.get("role", p.OPERATOR)
+            header.extra.pop("o", None)  # the scope too: the token's, never the sender's word
+            scope = sender.meta.get("scope")
+            if scope is not None:
+                if not self.gate.scope_live(scope):
+                    raise RoostError("unauthorized", "the scoped token was revoked")
+                header.extra["o"] = scope
         if sender.meta.get("role") == p.OBSERVER and header.method not in p.READ_METHODS:
             raise RoostError(
                 "forbidden",
@@ -404,7 +418,7 @@ class Broker:
 
     def _initialize(self, routing_id: bytes, header: p.Header, body: dict[str, Any]) -> None:
         version = negotiate(body.get("versions"))  # before the token: a mismatch says so
-        role = self.gate.client_role(body.get("token"), self._key_now)
+        role, scope = self.gate.client(body.get("token"), self._key_now)
         known = self.registry.address_of(routing_id)
         conn_id = (
             known[len("client/") :]
@@ -416,7 +430,7 @@ class Broker:
             routing_id,
             "",
             self.registry.now(),
-            meta={"role": role, "version": version},
+            meta={"role": role, "version": version, **({"scope": scope} if scope else {})},
             actor=False,
         )
         self.registry.register(entry)

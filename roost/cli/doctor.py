@@ -40,6 +40,7 @@ PRIVATE = {
     "keys": 0o700,
     "token": 0o600,
     "observer-token": 0o600,
+    "scoped-tokens.json": 0o600,
     "actor-token": 0o600,
     "keys/node.secret": 0o600,
     "state.db": 0o600,

@@ -34,6 +34,7 @@ LAZY = {
     "usage": "roost.cli.usage",
     "fleet": "roost.cli.fleet",
     "mcp": "roost.cli.mcp",
+    "token": "roost.cli.token",
 }
 
 

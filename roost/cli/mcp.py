@@ -1,6 +1,6 @@
 """``roost mcp``: a Model Context Protocol server over stdio, on the official ``mcp`` SDK.
 
-An agent (claude, codex, kimi, ...) starts it as an MCP server and gets roost's sessions as tools
+An agent CLI that takes MCP servers starts it as one and gets roost's sessions as tools
 (``roost.cli.mcp_tools``): list, show, spawn, wait, prompt, key, turn, stop, resume, events. It is
 just another client of the node, or of a hub: the global options (``--state-dir``, ``--connect``
 with ``--server-key``/``--key-file``, ``--hub``, ``--node``, ``ROOST_TOKEN``) say which, as for
@@ -20,13 +20,14 @@ import click
 
 from roost import __version__
 from roost.cli.context import Ctx
+from roost.providers import names
 from roost.wire.errors import RoostError
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
 INSTRUCTIONS = (
-    "roost runs AI coding-agent CLIs (claude, codex, kimi, echo) as durable supervised sessions "
+    f"roost runs AI coding-agent CLIs ({', '.join(names())}) as durable supervised sessions "
     "on a node. spawn starts one (pty: an interactive terminal; stream: headless turns), wait "
     "tells when it is ready, needs a human or ended, prompt/key type into a pty session (wait "
     "with after_seq for its answer, show with screen: true to read it), turn runs a stream turn. "
@@ -40,7 +41,7 @@ INSTRUCTIONS = (
 @click.command("mcp")
 @click.pass_obj
 def mcp(ctx: Ctx) -> None:
-    """Serve roost's sessions as MCP tools over stdio (for claude, codex, kimi, ...): list, show,
+    """Serve roost's sessions as MCP tools over stdio (for an agent CLI): list, show,
     spawn, wait, prompt, key, turn, stop, resume, events, on the node (or hub) the global options
     name, under the role of its token or key."""
     import anyio

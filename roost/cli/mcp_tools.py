@@ -23,7 +23,7 @@ from typing import Any
 from roost.cli.context import Ctx
 from roost.cli.readiness import READY_TIMEOUT_S, outcome, wait_ready
 from roost.client.client import Client
-from roost.providers import MODES, ON_LIMIT, RESTORE_POLICIES
+from roost.providers import MODES, ON_LIMIT, RESTORE_POLICIES, names
 from roost.wire.errors import RoostError
 from roost.wire.protocol import KEY_NAMES
 
@@ -331,8 +331,8 @@ TOOLS: tuple[Tool, ...] = (
             "provider": {
                 "type": "string",
                 "minLength": 1,
-                "description": "the agent CLI: echo (built in), claude, codex, kimi, or one the "
-                "node's config file defines",
+                "description": f"the agent CLI: {', '.join(names())}, or one the node's "
+                "config file defines",
             },
             "cwd": {
                 "type": "string",

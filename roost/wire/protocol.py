@@ -82,6 +82,10 @@ class Method:
     node_wide: bool = False  # needs the node's controller lease's grant while that is live
     forwarded: bool = False  # executed by the live session's supervisor
     committed: str = ""  # the node commits it itself (the input's kind: prompt, input, key, turn)
+    # what a scoped token (``roost token new --scope own``) may do with it: "record" (only for a
+    # record of its own, named by the body's ``id``), "own" (answered with its own records'
+    # only), "open" (as any operator), "" (forbidden)
+    scoped: str = ""
 
     @property
     def claim(self) -> str:
@@ -119,6 +123,7 @@ METHODS: dict[str, Method] = {
             "node.status",
             "node id, incarnation, pid, endpoints, actors and their health",
             roles=ANYONE,
+            scoped="open",
         ),
         Method("node.shutdown", "stop the node daemon; live sessions keep running", node_wide=True),
         Method(
@@ -129,21 +134,30 @@ METHODS: dict[str, Method] = {
             "node.backup", "copy the state database to a new file while the node serves (operator)"
         ),
         Method("workspace.add", "register a directory as a workspace", node_wide=True),
-        Method("workspace.list", "list the registered workspaces", roles=ANYONE),
+        Method("workspace.list", "list the registered workspaces", roles=ANYONE, scoped="open"),
         Method(
             "session.spawn",
             "create a record and launch a fresh session of a provider",
             mutating=True,
             node_wide=True,
+            scoped="open",
         ),
-        Method("session.list", "list the records", served_by=(NODE, HUB), roles=ANYONE),
-        Method("session.show", "one record, optionally with the current screen", roles=ANYONE),
+        Method(
+            "session.list", "list the records", served_by=(NODE, HUB), roles=ANYONE, scoped="own"
+        ),
+        Method(
+            "session.show",
+            "one record, optionally with the current screen",
+            roles=ANYONE,
+            scoped="record",
+        ),
         Method(
             "session.prompt",
             "type text into the session and submit it",
             mutating=True,
             forwarded=True,
             committed="prompt",
+            scoped="record",
         ),
         Method(
             "session.input",
@@ -151,6 +165,7 @@ METHODS: dict[str, Method] = {
             mutating=True,
             forwarded=True,
             committed="input",
+            scoped="record",
         ),
         Method(
             "session.key",
@@ -158,6 +173,7 @@ METHODS: dict[str, Method] = {
             mutating=True,
             forwarded=True,
             committed="key",
+            scoped="record",
         ),
         Method(
             "session.resize",
@@ -165,18 +181,21 @@ METHODS: dict[str, Method] = {
             served_by=(NODE, SUPERVISOR),
             mutating=True,
             forwarded=True,
+            scoped="record",
         ),
-        Method("session.rename", "change a record's display name", mutating=True),
+        Method("session.rename", "change a record's display name", mutating=True, scoped="record"),
         Method(
             "session.stop",
             "stop the live session; the record becomes dormant",
             served_by=(NODE, SUPERVISOR),
             mutating=True,
+            scoped="record",
         ),
         Method(
             "session.resume",
             "cold-resume a dormant record by its provider session id",
             mutating=True,
+            scoped="record",
         ),
         Method(
             "session.fork",
@@ -184,8 +203,11 @@ METHODS: dict[str, Method] = {
             "provider CLI's own fork, and launch it",
             mutating=True,
             node_wide=True,
+            scoped="record",
         ),
-        Method("session.forget", "delete a record that is not live", mutating=True),
+        Method(
+            "session.forget", "delete a record that is not live", mutating=True, scoped="record"
+        ),
         Method(
             "session.restore",
             "cold-resume, one at a time, every dormant record whose policy is resume",
@@ -197,11 +219,13 @@ METHODS: dict[str, Method] = {
             "read the session's raw terminal output by byte offset",
             served_by=(NODE, SUPERVISOR),
             roles=ANYONE,
+            scoped="record",
         ),
         Method(
             "session.diff",
             "what a session in a worktree changed against its base (spawn worktree)",
             roles=ANYONE,
+            scoped="record",
         ),
         Method(
             "session.turn",
@@ -209,10 +233,20 @@ METHODS: dict[str, Method] = {
             mutating=True,
             forwarded=True,
             committed="turn",
+            scoped="record",
         ),
-        Method("session.turn.wait", "wait for a turn (default the latest) to end", roles=ANYONE),
-        Method("session.claim", "claim a session for control; returns a grant with a lease"),
-        Method("session.release", "release a claim"),
+        Method(
+            "session.turn.wait",
+            "wait for a turn (default the latest) to end",
+            roles=ANYONE,
+            scoped="record",
+        ),
+        Method(
+            "session.claim",
+            "claim a session for control; returns a grant with a lease",
+            scoped="record",
+        ),
+        Method("session.release", "release a claim", scoped="record"),
         Method(
             "node.claim",
             "take the node's controller lease: node-wide mutations then need its grant",
@@ -223,7 +257,9 @@ METHODS: dict[str, Method] = {
             "an operation id's outcome: accepted, terminal, interrupted or unknown",
             roles=ANYONE,
         ),
-        Method("events.since", "durable events after a sequence number", roles=ANYONE),
+        Method(
+            "events.since", "durable events after a sequence number", roles=ANYONE, scoped="own"
+        ),
         Method(
             "node.usage",
             "tokens and cost the providers reported, summed by session, provider and day",

@@ -289,3 +289,33 @@ def test_a_session_that_needs_a_human_is_reported_and_left_alone(
         await ok(session, "stop", {"id": rid, "grace_ms": 500})
 
     run(node, work, body)
+
+
+def test_a_scoped_token_gives_the_agent_only_the_sessions_it_spawns(
+    node: Node, tmp_path: Path
+) -> None:
+    node.up()
+    work = workdir(tmp_path)
+    theirs = node.run("spawn", "echo", "--name", "theirs", "--cwd", str(work))["record"]["id"]
+    token = node.run("token", "new", "--scope", "own", "--name", "agent")
+    scoped = {**node.env, "ROOST_TOKEN": token["token"]}
+
+    async def main() -> None:
+        with anyio.fail_after(DEADLINE_S):
+            async with served(node, work, env=scoped) as session:
+                assert (await ok(session, "list", {}))["records"] == []
+                mine = (await ok(session, "spawn", {"provider": "echo", "name": "mine"}))["record"]
+                assert mine["owner"] == token["id"]
+                listed = await ok(session, "list", {})
+                assert [r["id"] for r in listed["records"]] == [mine["id"]]
+                for tool, args in (
+                    ("show", {"id": theirs}),
+                    ("prompt", {"id": theirs, "text": "x"}),
+                    ("stop", {"id": theirs}),
+                    ("events", {"id": theirs}),
+                ):
+                    error = await refused(session, tool, args)
+                    assert error["code"] == "forbidden" and error["detail"]["record"] == theirs
+
+    anyio.run(main)
+    assert node.record(theirs)["state"] == "live"

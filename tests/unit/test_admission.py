@@ -9,6 +9,7 @@ import pytest
 
 from roost.broker.admission import Gate, negotiate, token_ok
 from roost.client import keys as k
+from roost.client import scoped
 from roost.wire.errors import RoostError
 from roost.wire.policy import Policy
 
@@ -60,3 +61,33 @@ def test_a_hello_needs_the_actor_secret_unless_a_hub_knows_the_nodes_key(tmp_pat
     assert _code(hub_gate.hello, "", public["operator"], "lab-a/node") == "unauthorized"
     k.revoke(tmp_path, public["node"])
     assert _code(hub_gate.hello, "", public["node"], "lab-a/node") == "unauthorized"
+
+
+def test_a_scoped_token_is_an_operator_of_its_own_and_only_while_it_is_there(
+    tmp_path: Path,
+) -> None:
+    tokens = scoped.ScopedTokens(tmp_path)
+    gate = Gate("tok", "actor", "watch", Policy(), scoped=tokens)
+    assert _code(gate.client, "anything", None) == "unauthorized"  # no file yet
+    secret, entry = scoped.new(tmp_path, "own", "agent", 3)
+    assert gate.client(secret, None) == ("operator", entry.id)
+    assert gate.client("tok", None) == ("operator", None)  # the node's own token: no scope
+    assert gate.scope_live(entry.id)
+    assert secret not in (tmp_path / scoped.FILE).read_text()
+    assert (tmp_path / scoped.FILE).stat().st_mode & 0o777 == 0o600
+    scoped.revoke(tmp_path, entry.id)
+    assert not gate.scope_live(entry.id)
+    assert _code(gate.client, secret, None) == "unauthorized"
+    assert _code(scoped.revoke, tmp_path, entry.id) == "not-found"
+    assert Gate("tok", "actor", "watch", Policy()).scope_live(entry.id) is False  # a hub's
+
+
+def test_scoped_tokens_refuse_bad_input_and_a_damaged_file_admits_nobody(tmp_path: Path) -> None:
+    assert _code(scoped.new, tmp_path, "all", "", None) == "bad-request"
+    assert _code(scoped.new, tmp_path, "own", "x" * 65, None) == "bad-request"
+    assert _code(scoped.new, tmp_path, "own", "", -1) == "bad-request"
+    secret, _ = scoped.new(tmp_path, "own", "", None)
+    (tmp_path / scoped.FILE).write_text('{"tokens": [{"digest": 1}]}')
+    assert scoped.ScopedTokens(tmp_path).match(secret) is None
+    (tmp_path / scoped.FILE).write_text("not json")
+    assert scoped.listed(tmp_path) == []

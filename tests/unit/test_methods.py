@@ -212,7 +212,9 @@ class FakeRecords:
 
 def test_the_node_actor_registers_exactly_the_node_s_methods() -> None:
     peer = kit.FakePeer()
-    sessions = cast(Sessions, SimpleNamespace(records=FakeRecords(), locks={}))
+    sessions = cast(
+        Sessions, SimpleNamespace(records=FakeRecords(), locks={}, state_dir=Path("/nonexistent"))
+    )
     restorer = cast(Restorer, SimpleNamespace(handle=None))
     node_actor.NodeActor(cast(Peer, peer), sessions, dict, lambda: None, set, restorer)
     assert set(peer.handlers) == p.served_by(p.NODE)
@@ -337,3 +339,17 @@ def test_a_new_method_declared_mutating_is_claimed_and_takes_op_ids(
     control.claims.claim("r1", 1, "client/other", lease_ms=30_000)
     refused = call(handlers, new.name)
     assert isinstance(refused, RoostError) and refused.code == "not-claimed"
+
+
+def test_the_spec_says_what_a_scoped_token_may_call_as_the_table_does() -> None:
+    def named(start: str, end: str) -> set[str]:
+        return between(start, end) & set(CLIENT)  # the methods, not the detail fields
+
+    assert named("**for its own records**", "**answered") == where(scoped="record")
+    assert named("**answered with its own records only**", "**as for any operator**") == (
+        where(scoped="own")
+    )
+    assert named("**as for any operator**", "**anything else") == where(scoped="open")
+    assert where(scoped="open") & p.MUTATING == {"session.spawn"}  # its records' owner
+    for name in where(scoped="record"):  # the body names the record its scope is checked on
+        assert name.startswith("session."), name

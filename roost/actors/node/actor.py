@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 import structlog
 
-from roost.actors.node import backup, checkup, forking, limits, usage
+from roost.actors.node import backup, checkup, forking, limits, scope, usage
 from roost.actors.node import worktrees as wt
 from roost.actors.node.control import TURN_TOPIC, Control
 from roost.actors.node.inputs import Inputs
@@ -31,6 +31,7 @@ from roost.actors.state import records as r
 from roost.actors.state.records import Record
 from roost.actors.supervisor.terminal import read_transcript
 from roost.adapters.base import key_names
+from roost.client.scoped import ScopedTokens
 from roost.providers import names
 from roost.suggest import close_matches, did_you_mean
 from roost.wire import fields as f
@@ -129,7 +130,8 @@ class NodeActor:
             "node.session.resume": self._report(reports.on_resume),
             "node.session.usage": self._report(reports.on_usage, locked=False),
         }
-        peer.handlers.update(control.guarded(handlers))
+        self.scope = scope.Scope(sessions, ScopedTokens(sessions.state_dir))
+        peer.handlers.update(self.scope.guarded(control.guarded(handlers)))
 
     def _report(self, fn: Callable[[dict[str, Any]], Any], *, locked: bool = True) -> Handler:
         """A supervisor's report. attach/failed resolve a launch that holds the record's lock,
@@ -354,6 +356,7 @@ class NodeActor:
             worktree=worktree,
             restore_policy=restore,
             on_limit=on_limit,
+            owner=scope.of(h),
         )
         created = msg.event(
             "record.created",

@@ -57,6 +57,7 @@ from roost.client.locate import (
     runtime_dir,
     write_node_info,
 )
+from roost.client.scoped import ScopedTokens
 from roost.config import Config, config_path, load
 from roost.interpreter import python_module
 from roost.providers import built_in, define, defined, vendors
@@ -101,6 +102,7 @@ class Daemon:
                 observer_token=load_or_create_secret(state_dir / OBSERVER_TOKEN_FILE),
                 incarnation=self.incarnation,
                 node_id=node_id,
+                scoped=ScopedTokens(state_dir),
             ),
         )
         self.children = self._children(retain_events)

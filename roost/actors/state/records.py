@@ -57,6 +57,7 @@ class Record:
     reset_at: float | None = None  # when the usage limit it is in attention for resets
     worktree: Worktree | None = None  # spawn --worktree
     env: dict[str, str] = field(default_factory=dict)
+    owner: str | None = None  # the scoped token it was spawned under (and its forks), if any
     rows: int = 40
     cols: int = 120
     created: float = 0.0

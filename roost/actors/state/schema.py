@@ -97,6 +97,11 @@ ALTER TABLE records ADD COLUMN reset_at REAL;
 """
 
 
+MIGRATE_8 = """
+ALTER TABLE records ADD COLUMN owner TEXT;
+"""
+
+
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def run(conn: sqlite3.Connection) -> None:
         for statement in filter(str.strip, sql.split(";")):
@@ -114,6 +119,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     5: _script(MIGRATE_5),
     6: _script(MIGRATE_6),
     7: _script(MIGRATE_7),
+    8: _script(MIGRATE_8),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
