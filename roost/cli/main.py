@@ -33,6 +33,7 @@ LAZY = {
     "integrate": "roost.cli.integrate",
     "usage": "roost.cli.usage",
     "fleet": "roost.cli.fleet",
+    "web": "roost.cli.web",
 }
 
 
