@@ -83,12 +83,12 @@ def read_token(path: str) -> str:
         raise RoostError("bad-request", f"the token file {file} is not a regular file")
     if hasattr(os, "getuid") and info.st_uid != os.getuid():
         raise RoostError(
-            "unsafe-permissions", f"the token file {file} belongs to another user ({info.st_uid})"
+            "bad-request", f"the token file {file} belongs to another user ({info.st_uid})"
         )
     if info.st_mode & 0o077:
         mode = stat.S_IMODE(info.st_mode)
         raise RoostError(
-            "unsafe-permissions",
+            "bad-request",
             f"the token file {file} may be read by group or others (mode {mode:o}); "
             f"`chmod 600 {file}` and start again",
             {"path": str(file), "mode": f"{mode:o}"},
