@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from roost.web import security as sec
 from roost.web.backend import Backend, Feed, Term, dumps
@@ -27,6 +27,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 GATE = web.AppKey("gate", sec.Gate)
 BACKEND = web.AppKey("backend", Backend)
 TLS = web.AppKey("tls", bool)
+SOCKETS = web.AppKey("sockets", set[web.WebSocketResponse])
 OPEN = ("/login", "/static/")  # reachable without logging in
 KEY_NAMES = (
     "enter escape interrupt eof tab shift-tab backspace delete space up down left right "
@@ -138,6 +139,7 @@ async def list_socket(request: web.Request) -> web.WebSocketResponse:
     backend = request.app[BACKEND]
     ws = web.WebSocketResponse(heartbeat=20.0)
     await ws.prepare(request)
+    request.app[SOCKETS].add(ws)
     feed = Feed()
     backend.feeds.add(feed)
     feed.offer(backend.snapshot())
@@ -158,6 +160,7 @@ async def list_socket(request: web.Request) -> web.WebSocketResponse:
         async for _ in ws:  # the page sends nothing; this waits for it to go
             pass
     finally:
+        request.app[SOCKETS].discard(ws)
         backend.feeds.discard(feed)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, ConnectionError):
@@ -174,6 +177,7 @@ async def term_socket(request: web.Request) -> web.WebSocketResponse:
     node, rid = request.query.get("node", ""), request.query.get("id", "")
     ws = web.WebSocketResponse(heartbeat=20.0, max_msg_size=1 << 20)
     await ws.prepare(request)
+    request.app[SOCKETS].add(ws)
 
     async def send(message: Any) -> None:
         if isinstance(message, bytes):
@@ -206,6 +210,7 @@ async def term_socket(request: web.Request) -> web.WebSocketResponse:
             elif doc.get("t") in ("input", "key"):
                 inputs.put_nowait(doc)
     finally:
+        request.app[SOCKETS].discard(ws)
         backend.unwatch(term)
         for task in (writer, runner):
             if task is not None:
@@ -329,6 +334,13 @@ def _request(name: str, rid: str, doc: dict[str, Any]) -> tuple[str, dict[str, A
 def make_app(backend: Backend, gate: sec.Gate, tls: bool) -> web.Application:
     app = web.Application(middlewares=[guard], client_max_size=1 << 20)
     app[GATE], app[BACKEND], app[TLS] = gate, backend, tls
+    app[SOCKETS] = set()
+
+    async def goodbye(app: web.Application) -> None:  # the browsers reconnect to the next one
+        for ws in list(app[SOCKETS]):
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"roost web stops")
+
+    app.on_shutdown.append(goodbye)
     app.router.add_get("/", index)
     app.router.add_post("/login", login)
     app.router.add_post("/logout", logout)

@@ -42,7 +42,7 @@ async def _serve(
     backend = Backend(connect)
     await backend.start()
     app = make_app(backend, sec.Gate(token, listen.loopback), context is not None)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=3.0)
     await runner.setup()
     site = web.TCPSite(runner, listen.host, listen.port, ssl_context=context)
     try:

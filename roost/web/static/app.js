@@ -351,6 +351,7 @@ function connectView(v) {
   };
 }
 
+debug.size = () => (view ? { rows: view.term.rows, cols: view.term.cols } : null);
 debug.dropTerminal = () => { if (view && view.ws) view.ws.close(); };
 debug.screenText = () => {
   if (!view) return "";
