@@ -27,12 +27,33 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 GATE = web.AppKey("gate", sec.Gate)
 BACKEND = web.AppKey("backend", Backend)
 TLS = web.AppKey("tls", bool)
-SOCKETS = web.AppKey("sockets", set[web.WebSocketResponse])
+
+
+class Sockets(set[web.WebSocketResponse]):
+    """The open websockets, closed when the server stops."""
+
+
+SOCKETS = web.AppKey("sockets", Sockets)
 OPEN = ("/login", "/static/")  # reachable without logging in
-KEY_NAMES = (
-    "enter escape interrupt eof tab shift-tab backspace delete space up down left right "
-    "home end pageup pagedown"
-).split()
+KEY_NAMES = [
+    "enter",
+    "escape",
+    "interrupt",
+    "eof",
+    "tab",
+    "shift-tab",
+    "backspace",
+    "delete",
+    "space",
+    "up",
+    "down",
+    "left",
+    "right",
+    "home",
+    "end",
+    "pageup",
+    "pagedown",
+]
 
 
 def refusal(status: int, code: str, message: str) -> web.Response:
@@ -258,7 +279,9 @@ def _merged(rid: str, batch: list[dict[str, Any]]) -> list[tuple[str, dict[str, 
     calls: list[tuple[str, dict[str, Any]]] = []
     for doc in batch:
         if doc["t"] == "key":
-            calls.append(("session.key", {"id": rid, "keys": [str(k) for k in doc.get("keys") or []]}))
+            calls.append(
+                ("session.key", {"id": rid, "keys": [str(k) for k in doc.get("keys") or []]})
+            )
         elif calls and calls[-1][0] == "session.input":
             calls[-1][1]["text"] += str(doc.get("data") or "")
         else:
@@ -334,10 +357,10 @@ def _request(name: str, rid: str, doc: dict[str, Any]) -> tuple[str, dict[str, A
 def make_app(backend: Backend, gate: sec.Gate, tls: bool) -> web.Application:
     app = web.Application(middlewares=[guard], client_max_size=1 << 20)
     app[GATE], app[BACKEND], app[TLS] = gate, backend, tls
-    app[SOCKETS] = set()
+    sockets = app[SOCKETS] = Sockets()
 
-    async def goodbye(app: web.Application) -> None:  # the browsers reconnect to the next one
-        for ws in list(app[SOCKETS]):
+    async def goodbye(_app: web.Application) -> None:  # the browsers reconnect to the next one
+        for ws in [*sockets]:
             await ws.close(code=WSCloseCode.GOING_AWAY, message=b"roost web stops")
 
     app.on_shutdown.append(goodbye)

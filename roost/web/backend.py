@@ -340,13 +340,13 @@ class Backend:
             self._relist.set()
             self._dirty_wake.set()
             if kind == "node.started":
-                for key, watchers in self.terms.items():
-                    if key[0] == node:
+                for watched, watchers in self.terms.items():
+                    if watched[0] == node:
                         for term in watchers:
                             term.stale()
         if not rid:
             return
-        key: Key = (node, str(rid))
+        key = (node, str(rid))
         if kind == "record.forgotten":
             self._forget(key)
             return
@@ -431,7 +431,9 @@ class Term:
                 return
 
     async def draw(self) -> None:
-        doc = await self.backend.call("session.show", {"id": self.key[1], "screen": True}, self.key[0])
+        doc = await self.backend.call(
+            "session.show", {"id": self.key[1], "screen": True}, self.key[0]
+        )
         if doc.get("screen") is None:
             raise RoostError("session-not-live", f"{self.key[1]} has no live session to show")
         self.expected = int(doc.get("offset") or 0)

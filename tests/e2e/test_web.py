@@ -168,7 +168,9 @@ def test_login_cookie_csrf_origin(node: Node, tmp_path: Path, web_of: Any, proje
     headers["Origin"] = base
     status, _, body = http(base + "/api/show", b'{"id": "w1"}', headers)
     assert status == 200 and json.loads(body)["record"]["name"] == "w1"
-    status, _, body = http(base + "/api/show", b'{"id": "w1"}', {"Authorization": f"Bearer {TOKEN}"})
+    status, _, body = http(
+        base + "/api/show", b'{"id": "w1"}', {"Authorization": f"Bearer {TOKEN}"}
+    )
     assert status == 200
     status, _, body = http(base + "/api/show", b'{"id": "w1"}', {"Authorization": "Bearer nope"})
     assert status == 401
@@ -177,7 +179,9 @@ def test_login_cookie_csrf_origin(node: Node, tmp_path: Path, web_of: Any, proje
         async with aiohttp.ClientSession() as client:
             try:
                 headers = {"Cookie": session, "Origin": origin}
-                async with client.ws_connect(base.replace("http", "ws") + "/ws/list", headers=headers) as ws:
+                async with client.ws_connect(
+                    base.replace("http", "ws") + "/ws/list", headers=headers
+                ) as ws:
                     got = await ws.receive_json(timeout=10)
                     assert got["t"] == "list"
                     return 101

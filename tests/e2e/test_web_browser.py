@@ -48,7 +48,10 @@ def open_page(browser: Any, url: str, width: int = 1280, height: int = 800) -> P
 
 
 def row_names(page: Page) -> list[str]:
-    return [str(n) for n in page.eval_on_selector_all("#list tbody td.name", "e => e.map(x => x.textContent)")]
+    return [
+        str(n)
+        for n in page.eval_on_selector_all("#list tbody td.name", "e => e.map(x => x.textContent)")
+    ]
 
 
 def open_terminal(page: Page, name: str) -> None:

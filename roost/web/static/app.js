@@ -209,7 +209,7 @@ $("#spawn-go").addEventListener("click", async (ev) => {
   const body = {};
   for (const k of ["node", "provider", "cwd", "name", "mode", "restore", "on_limit"]) if (f.get(k)) body[k] = f.get(k);
   const wt = (f.get("worktree") || "").trim();
-  if (wt) body.worktree = wt === "*" ? true : wt;
+  if (wt) body.worktree = wt === "+" ? true : wt;
   const env = {};
   for (const line of (f.get("env") || "").split("\n")) {
     const at = line.indexOf("=");
