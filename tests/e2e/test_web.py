@@ -21,6 +21,9 @@ from roost.web import security as sec
 from roost.web.backend import TERM_QUEUE_BYTES, Term
 from roost.wire.errors import RoostError
 from tests.e2e.conftest import Node, wait_for
+from tests.e2e.test_hub import Lab, _spawn, lab
+
+__all__ = ["lab"]  # the hub's lab fixture (tests/e2e/test_hub.py)
 
 TOKEN = "t0ken-for-the-web-" + "x" * 20
 ROOT = Path(__file__).resolve().parents[2]  # this checkout's roost, whatever the venv installed
@@ -29,9 +32,15 @@ ROOT = Path(__file__).resolve().parents[2]  # this checkout's roost, whatever th
 class Web:
     """A ``roost web`` process for a node; its URL from the JSON line it prints."""
 
-    def __init__(self, node: Node, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        node: Node,
+        *args: str,
+        env: dict[str, str] | None = None,
+        options: tuple[str, ...] = (),
+    ) -> None:
         self.proc = subprocess.Popen(
-            [*node.prefix, sys.executable, "-P", "-m", "roost", "--json", "web", *args],
+            [*node.prefix, sys.executable, "-P", "-m", "roost", "--json", *options, "web", *args],
             env={**(env or node.env), "PYTHONPATH": str(ROOT)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -297,3 +306,96 @@ def test_observer_web_is_read_only(node: Node, web_of: Any, project: Path) -> No
     assert "sneaky" not in node.screen("ob")
     wait_for(lambda: node.record("ob")["state"] == "live", 5, "the session to run on")
     assert os.environ.get("ROOST_TOKEN") is None or True
+
+
+def test_through_a_hub_every_nodes_records_and_terminals(lab: Lab, project: Path) -> None:
+    """Through a hub: every node's records with their node; a spawn on another node appears
+    from the hub's events; a terminal on a node behind the hub takes keys and shows output."""
+    _spawn(lab, "lab-a", "on-a", project)
+    web = Web(lab.hub, "--listen", "127.0.0.1:0", options=tuple(lab.remote()))
+    try:
+        base = web.url.rstrip("/")
+
+        async def scenario() -> None:
+            async with aiohttp.ClientSession() as client:
+                ws_base = base.replace("http", "ws")
+                async with client.ws_connect(ws_base + "/ws/list", headers={"Origin": base}) as ws:
+                    first = await ws.receive_json(timeout=10)
+                    assert first["t"] == "list"
+                    assert {(e["node"], e["record"]["name"]) for e in first["entries"]} == {
+                        ("lab-a", "on-a")
+                    }
+                    await asyncio.to_thread(_spawn, lab, "lab-b", "on-b", project)
+                    while True:
+                        got = await ws.receive_json(timeout=15)
+                        entry = got.get("entry") or {}
+                        if entry.get("node") == "lab-b" and entry["record"]["state"] == "live":
+                            rid = entry["record"]["id"]
+                            break
+                url = ws_base + f"/ws/term?node=lab-b&id={rid}"
+                async with client.ws_connect(url, headers={"Origin": base}) as term:
+                    await term.send_json({"t": "hello", "rows": 30, "cols": 100})
+                    shown = b""
+                    while b"echo-ready>" not in shown:
+                        got = await term.receive(timeout=15)
+                        if got.type == aiohttp.WSMsgType.TEXT:
+                            shown += json.loads(got.data).get("screen", "").encode()
+                        else:
+                            shown += got.data[8:]
+                    await term.send_json({"t": "input", "data": "via the hub\r"})
+                    while b"echo: via the hub" not in shown:
+                        got = await term.receive(timeout=15)
+                        if got.type == aiohttp.WSMsgType.BINARY:
+                            shown += got.data[8:]
+
+        asyncio.run(scenario())
+        assert lab.run("show", "on-b", node="lab-b")["record"]["size"] == {"rows": 30, "cols": 100}
+    finally:
+        web.close()
+
+
+def test_actions(node: Node, web_of: Any, tmp_path: Path) -> None:
+    """spawn (pty, stream, in a worktree), prompt, turn, stop, resume, diff and forget through
+    the page's API, with its CSRF token; a refusal carries the node's code and reason."""
+    node.up()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "a.txt").write_text("a\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    web = web_of("--listen", "127.0.0.1:0")
+    base = web.url.rstrip("/")
+    _, _, page = http(base + "/")
+    csrf = json.loads(page.split('data-config="')[1].split('"')[0].replace("&quot;", '"'))["csrf"]
+
+    def act(action: str, **body: Any) -> tuple[int, dict[str, Any]]:
+        data = json.dumps(body).encode()
+        headers = {sec.CSRF_HEADER: csrf, "Content-Type": "application/json"}
+        status, _, text = http(f"{base}/api/{action}", data, headers)
+        return status, json.loads(text)
+
+    status, doc = act("spawn", provider="echo", cwd=str(repo), name="wt", worktree=True)
+    assert status == 200 and doc["record"]["worktree"]["branch"] == "roost/wt"
+    (Path(doc["record"]["cwd"]) / "b.txt").write_text("new\n")
+    node.wait_screen("wt", "echo-ready>")
+    assert act("prompt", id="wt", text="by the web")[0] == 200
+    node.wait_screen("wt", "echo: by the web")
+    status, diff = act("diff", id="wt")
+    assert status == 200 and {"status": "?", "path": "b.txt"} in diff["files"]
+    status, doc = act("forget", id="wt")
+    assert status == 409 and doc["error"]["code"] == "session-record-busy"
+    assert act("stop", id="wt")[0] == 200
+    assert act("resume", id="wt")[0] == 200
+    assert act("stop", id="wt")[0] == 200
+    status, doc = act("forget", id="wt")
+    assert status == 200 and doc["forgotten"] is True
+
+    status, doc = act("spawn", provider="echo", cwd=str(tmp_path), name="st", mode="stream")
+    assert status == 200 and doc["record"]["mode"] == "stream"
+    status, doc = act("turn", id="st", text="hello turn")
+    assert status == 200 and doc["turn"]
+    assert act("nonsense", id="st")[1]["error"]["code"] == "bad-request"
+    status, doc = act("spawn", provider="nope", cwd=str(tmp_path))
+    assert status == 409 and doc["error"]["code"] == "unknown-provider"
