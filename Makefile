@@ -9,16 +9,21 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 6
 # The Node.js client's dependencies (tests/e2e/test_node_client.py); `npm ci` installs the lock file.
 NODE_STAMP := clients/node/node_modules/.installed
+# roost web's browser libraries (xterm.js): `npm ci` in web/, the dist files copied into the
+# package (roost/web/static/vendor, not in git); the page never loads anything from a CDN.
+WEB_VENDOR := roost/web/static/vendor
+WEB_STAMP  := $(WEB_VENDOR)/.installed
 
 # `make install`: `roost` on PATH as a symlink to .venv/bin/roost in $(PREFIX)/bin (so an update of
 # the checkout is what runs); `make uninstall` removes the link.
 PREFIX ?= $(HOME)/.local
 CHECK_NPM = command -v npm >/dev/null 2>&1 || { \
-	echo "make: npm (Node.js) is needed for the Node.js client's tests (tests/e2e/test_node_client.py)." >&2; \
+	echo "make: npm (Node.js) is needed for the Node.js client's tests (tests/e2e/test_node_client.py)" >&2; \
+	echo "      and for roost web's xterm.js (web/package.json)." >&2; \
 	echo "      Install Node.js 18 or newer with npm (Debian/Ubuntu: sudo apt install nodejs npm;" >&2; \
 	echo "      or https://nodejs.org), then run make test again." >&2; exit 1; }
 
-.PHONY: demo test lint typecheck unit e2e test-real bench soak clean install uninstall check-npm
+.PHONY: demo test lint typecheck unit e2e test-real bench soak clean install uninstall check-npm web
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,13 +37,24 @@ $(NODE_STAMP): clients/node/package.json clients/node/package-lock.json
 	npm ci --prefix clients/node --no-audit --no-fund
 	touch $(NODE_STAMP)
 
+$(WEB_STAMP): web/package.json web/package-lock.json
+	@$(CHECK_NPM)
+	npm ci --prefix web --no-audit --no-fund
+	mkdir -p $(WEB_VENDOR)
+	cp web/node_modules/@xterm/xterm/lib/xterm.js web/node_modules/@xterm/xterm/css/xterm.css \
+	   web/node_modules/@xterm/addon-fit/lib/addon-fit.js $(WEB_VENDOR)/
+	touch $(WEB_STAMP)
+
+# roost web's vendored browser files (also part of `make test`, `make e2e` and `make install`)
+web: $(WEB_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/python -m roost.demo
 
 check-npm:
 	@$(CHECK_NPM)
 
-install: $(STAMP)
+install: $(STAMP) $(WEB_STAMP)
 	mkdir -p $(PREFIX)/bin
 	ln -sfn $(abspath $(BIN))/roost $(PREFIX)/bin/roost
 	@echo "installed: $(PREFIX)/bin/roost -> $(abspath $(BIN))/roost"
@@ -58,13 +74,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck $(NODE_STAMP)
+test: lint typecheck $(NODE_STAMP) $(WEB_STAMP)
 	$(BIN)/pytest -q -n $(JOBS)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-e2e: $(STAMP) $(NODE_STAMP)
+e2e: $(STAMP) $(NODE_STAMP) $(WEB_STAMP)
 	$(BIN)/pytest -q -n $(JOBS) tests/e2e
 
 # The real claude/codex/kimi CLIs (pinned, installed into .tools/) against the loopback model
@@ -86,4 +102,4 @@ soak: $(STAMP)
 	$(BIN)/python bench/soak.py --minutes $(MINUTES)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache clients/node/node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache clients/node/node_modules web/node_modules $(WEB_VENDOR)

@@ -81,3 +81,6 @@ short_deadline  # a pytest fixture requested for its effect (tests/unit/test_gro
 # -- keys of TypedDicts: fields of a map another process reads (roost/wire/messages.py) --
 duplicate
 cost_usd  # roost/wire/usage.py: a Usage map read by the CLI and clients
+
+# -- called by urllib: a handler's hook (tests/e2e/test_web.py, responses not followed) --
+_.redirect_request

@@ -35,6 +35,7 @@ LAZY = {
     "fleet": "roost.cli.fleet",
     "mcp": "roost.cli.mcp",
     "token": "roost.cli.token",
+    "web": "roost.cli.web",
 }
 
 

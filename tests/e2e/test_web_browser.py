@@ -1,0 +1,152 @@
+"""``roost web`` in a real browser: Playwright driving the system's chromium (``apt install
+chromium``; Playwright never downloads one here). Skipped, saying why, without either."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roost.client.client import Client
+from tests.e2e.conftest import Node, wait_for
+from tests.e2e.test_web import Web, web_of
+
+__all__ = ["web_of"]  # the fixture, shared with test_web.py
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+try:
+    from playwright.sync_api import Page, sync_playwright
+except ImportError:  # pragma: no cover - the dev extra installs it
+    sync_playwright = None  # type: ignore[assignment]
+
+pytestmark = pytest.mark.skipif(
+    sync_playwright is None or not Path(CHROMIUM).exists(),
+    reason="needs playwright (pip) and chromium (apt install chromium; .ci/run installs it)",
+)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    with sync_playwright() as play:
+        chromium = play.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def open_page(browser: Any, url: str, width: int = 1280, height: int = 800) -> Page:
+    # bypass_csp: Playwright's own waits evaluate strings, which the page's CSP forbids
+    context = browser.new_context(viewport={"width": width, "height": height}, bypass_csp=True)
+    page: Page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("#list tbody tr, #empty")
+    return page
+
+
+def row_names(page: Page) -> list[str]:
+    return [
+        str(n)
+        for n in page.eval_on_selector_all("#list tbody td.name", "e => e.map(x => x.textContent)")
+    ]
+
+
+def open_terminal(page: Page, name: str) -> None:
+    page.click(f"#list tbody tr:has(td.name:text-is('{name}'))")
+    page.wait_for_function("window.roostDebug.screenText().includes('echo-ready>')", timeout=15000)
+
+
+def test_list_terminal_resize_and_drop(
+    node: Node, project: Path, browser: Any, web_of: Any, tmp_path: Path
+) -> None:
+    """The list follows a spawn made by the CLI without a reload; typing reaches the echo agent
+    and its answer shows; the session takes the window's size; after a dropped connection the
+    terminal has every byte once; screenshots at 1280x800 and 390x844."""
+    node.up()
+    node.run("spawn", "echo", "--name", "first", "--cwd", str(project))
+    web: Web = web_of("--listen", "127.0.0.1:0")
+    page = open_page(browser, web.url)
+    wait_for(lambda: "first" in row_names(page), 10, "the first record listed")
+    loads = page.evaluate("performance.getEntriesByType('navigation').length")
+
+    node.run("spawn", "echo", "--name", "second", "--cwd", str(project))
+    page.wait_for_selector("#list tbody td.name:text-is('second')", timeout=15000)
+    page.fill("#filter", "second")
+    wait_for(lambda: row_names(page) == ["second"], 5, "the filter to keep only 'second'")
+    page.fill("#filter", "")
+
+    open_terminal(page, "first")
+    page.click("#terminal")
+    page.keyboard.type("hello from the web\r")
+    page.wait_for_function(
+        "window.roostDebug.screenText().includes('echo: hello from the web')", timeout=15000
+    )
+
+    # the session follows the window (as attach does): a smaller window, a smaller terminal
+    before = node.record("first")["size"]
+    page.set_viewport_size({"width": 900, "height": 700})
+    cols = page.evaluate("window.roostDebug.size()")
+    resized = wait_for(
+        lambda: r if (r := node.record("first")["size"]) != before else None, 10, "a resize"
+    )
+    assert resized == {"rows": cols["rows"], "cols": cols["cols"]}
+
+    # a dropped connection: output made meanwhile arrives once, from the transcript by offset
+    page.evaluate("window.roostDebug.dropTerminal()")
+    node.run("prompt", "first", "while away")
+    page.wait_for_function(
+        "window.roostDebug.screenText().includes('echo: while away')", timeout=15000
+    )
+    page.keyboard.type("after\r")
+    page.wait_for_function("window.roostDebug.screenText().includes('echo: after')", timeout=15000)
+    stream = page.evaluate("window.roostDebug.stream")
+    assert stream["screens"] == 1  # drawn once; the reconnection read the transcript instead
+    with Client.for_state_dir(node.state_dir) as client:
+        rid = node.record("first")["id"]
+        start, got = stream["start"], stream["bytes"].encode("latin-1")
+        doc = client.call("session.transcript", {"id": rid, "offset": start, "limit": len(got)})
+    assert doc["data"] == got  # every byte once, in order, from the screen's offset on
+    assert got.count(b"echo: while away") == 1
+    assert page.evaluate("performance.getEntriesByType('navigation').length") == loads
+
+    page.screenshot(path=str(tmp_path / "web-1280x800.png"))
+    small = open_page(browser, web.url, 390, 844)
+    small.screenshot(path=str(tmp_path / "web-390x844.png"))
+    assert (tmp_path / "web-1280x800.png").stat().st_size > 0
+    assert (tmp_path / "web-390x844.png").stat().st_size > 0
+
+
+def test_observer_page_cannot_type(node: Node, project: Path, browser: Any, web_of: Any) -> None:
+    node.up()
+    node.run("spawn", "echo", "--name", "watched", "--cwd", str(project))
+    web: Web = web_of("--listen", "127.0.0.1:0", "--observer")
+    page = open_page(browser, web.url)
+    assert page.is_visible("#readonly")
+    assert "forbidden" in page.inner_text("#readonly")
+    open_terminal(page, "watched")
+    page.click("#terminal")
+    page.keyboard.type("nope\r")
+    page.wait_for_function(
+        "document.querySelector('#term-note').textContent.includes('forbidden')", timeout=15000
+    )
+    assert "nope" not in node.screen("watched")
+
+
+def test_notification_when_a_turn_ends(
+    node: Node, project: Path, browser: Any, web_of: Any
+) -> None:
+    """A session that ends a turn is announced on the page (and by the browser's Notification
+    API when the user allowed it)."""
+    node.up()
+    node.run("spawn", "echo", "--name", "noisy", "--cwd", str(project), "--wait-ready")
+    web: Web = web_of("--listen", "127.0.0.1:0")
+    page = open_page(browser, web.url)
+    page.wait_for_selector("#list tbody td.name:text-is('noisy')")
+    node.run("prompt", "noisy", "ping")
+    page.wait_for_function(
+        "window.roostDebug.notices.some(n => n.name === 'noisy' && n.kind === 'turn')",
+        timeout=20000,
+    )
