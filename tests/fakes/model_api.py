@@ -21,6 +21,13 @@ The "model" is a few rules applied to the request's conversation:
 * ``APPROVETEST`` -> the same, running ``touch`` of a file outside the working directory and, for
   codex, asking for the sandbox to be lifted (``sandbox_permissions: "require_escalated"``): a
   command codex asks a person about even in its default mode.
+* ``MCPTEST spawn PROVIDER then prompt "TEXT"`` -> calls of an MCP server's tools, one a request,
+  each tool picked from the request's ``tools`` by the end of its name (``mcp__roost__spawn``,
+  ``roost__spawn`` or ``spawn``): first ``spawn`` with ``{"provider": PROVIDER}``; once its
+  result is back, ``prompt`` with ``{"id": ID, "text": TEXT}``, ID being the record id read from
+  that result (``record.id`` of its JSON, as roost's ``spawn`` tool answers); once that result is
+  back, the text ``MCP_DONE``. The first rule (a tool result -> ``"Tool said hi."``) does not
+  apply to these prompts.
 * ``RECALL`` -> the text of the previous user prompt found in the request's history (proves the
   CLI resent the earlier turn).
 * ``LIMITTEST`` -> the vendor's usage-limit answer (HTTP 429 with its error body and reset
@@ -102,6 +109,8 @@ JSON = dict[str, Any]
 
 HELLO = "Hello from the mock."
 TOOL_DONE = "Tool said hi."
+MCP_DONE = "MCP tools said their piece."
+MCPTEST = re.compile(r'MCPTEST spawn (\S+) then prompt "([^"]*)"')
 TOOL_COMMAND = "echo hi"
 PERM_COMMAND = "touch made_by_mock.txt"
 APPROVE_COMMAND = "touch ../outside_by_mock.txt"
@@ -239,7 +248,8 @@ def chat_turns(body: JSON) -> list[Turn]:
 
 
 class Reply:
-    """What the stand-in model decided to say: text, or one shell tool call."""
+    """What the stand-in model decided to say: text, one shell tool call, or one call of a named
+    tool (``call``: the end of the tool's name and its arguments; see ``named_call``)."""
 
     def __init__(
         self,
@@ -249,10 +259,12 @@ class Reply:
         command: str = TOOL_COMMAND,
         limit: bool = False,
         escalate: bool = False,
+        call: tuple[str, JSON] | None = None,
     ) -> None:
+        self.call = call
         self.limit = limit
         self.text = text
-        self.tool = tool
+        self.tool = tool or call is not None
         self.slow = slow
         self.command = command
         self.escalate = escalate  # codex: the call asks to run outside the sandbox
@@ -260,6 +272,9 @@ class Reply:
 
 def decide(turns: list[Turn]) -> Reply:
     """The stand-in's whole "intelligence", shared by the three APIs."""
+    planned = mcp_step(turns)
+    if planned is not None:
+        return planned
     # A tool result after the last user prompt means the CLI ran our tool call: wrap up.
     for turn in reversed(turns):
         if turn.tool_results:
@@ -285,6 +300,57 @@ def decide(turns: list[Turn]) -> Reply:
     if "LONG" in last:
         return Reply(long_answer(), slow=True)
     return Reply(HELLO, slow="SLOW" in last)
+
+
+def mcp_step(turns: list[Turn]) -> Reply | None:
+    """The next step of an ``MCPTEST`` prompt (the last user prompt), None for any other prompt:
+    ``spawn``, then ``prompt`` of the record that spawn answered, then ``MCP_DONE``; counted by
+    the tool results that came back since the prompt."""
+    at = next(
+        (i for i in range(len(turns) - 1, -1, -1) if turns[i].role == "user" and turns[i].prompt),
+        None,
+    )
+    found = MCPTEST.search(turns[at].prompt) if at is not None else None
+    if at is None or found is None:
+        return None
+    provider, text = found.groups()
+    results = [r for turn in turns[at + 1 :] for r in turn.tool_results]
+    if not results:
+        return Reply(call=("spawn", {"provider": provider}))
+    if len(results) == 1:
+        record = record_id(results[0])
+        if record is None:
+            return Reply(f"MCPTEST: no record id in the spawn result: {results[0][:500]}")
+        return Reply(call=("prompt", {"id": record, "text": text}))
+    return Reply(MCP_DONE)
+
+
+def record_id(result: str) -> str | None:
+    """The record id in a tool result: ``record.id`` (or ``id``) of its JSON document."""
+    try:
+        doc = json.loads(result)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    record = doc.get("record")
+    rid = record.get("id") if isinstance(record, dict) else doc.get("id")
+    return rid if isinstance(rid, str) and rid else None
+
+
+def named_call(names: Iterable[str], suffix: str) -> str:
+    """The offered tool called ``suffix`` or whose name ends with ``__suffix`` (an MCP server's
+    tool as the CLI names it, e.g. claude's ``mcp__roost__spawn``); ``suffix`` if none is."""
+    offered = list(names)
+    return next((n for n in offered if n == suffix or n.endswith(f"__{suffix}")), suffix)
+
+
+def tool_call(body: JSON, api: str, reply: Reply) -> tuple[str, JSON]:
+    """The name and arguments of the tool call ``reply`` makes, from the request's tools."""
+    if reply.call is not None:
+        suffix, args = reply.call
+        return named_call(tool_names(body), suffix), dict(args)
+    return shell_call(tool_names(body), api, reply.command)
 
 
 def structured(body: JSON, reply: Reply) -> Reply:
@@ -566,7 +632,7 @@ class _Handler(BaseHTTPRequestHandler):
         msg_id = _new_id("msg_mock_")
         usage_in = _estimate_tokens(body)
         if reply.tool:
-            name, args = shell_call(tool_names(body), "anthropic", reply.command)
+            name, args = tool_call(body, "anthropic", reply)
             block: JSON = {"type": "tool_use", "id": _new_id("toolu_mock_"), "name": name}
             content: list[JSON] = [{**block, "input": args}]
             stop = "tool_use"
@@ -655,7 +721,7 @@ class _Handler(BaseHTTPRequestHandler):
         resp_id = _new_id("resp_mock_")
         item_id = _new_id("msg_mock_" if not reply.tool else "fc_mock_")
         if reply.tool:
-            name, args = shell_call(tool_names(body), "responses", reply.command)
+            name, args = tool_call(body, "responses", reply)
             if reply.escalate:
                 args.update(sandbox_permissions="require_escalated", justification=APPROVE_REASON)
             args_json = json.dumps(args)
@@ -758,7 +824,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.api.reported("chat", self.headers, body, usage)
         call: JSON | None = None
         if reply.tool:
-            name, args = shell_call(tool_names(body), "chat", reply.command)
+            name, args = tool_call(body, "chat", reply)
             call = {
                 "id": _new_id("call_mock_"),
                 "type": "function",

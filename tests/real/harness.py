@@ -13,6 +13,10 @@ kimi 2.1.0):
   ``HEAD /api/hello``. ``CLAUDE_CONFIG_DIR/.claude.json`` with ``hasCompletedOnboarding`` and
   ``projects[cwd].hasTrustDialogAccepted`` skips the onboarding and trust screens (``-p`` needs
   neither, the TUI does).
+  MCP servers' tools are not in the request's ``tools`` by default: they sit behind its
+  ``ToolSearch`` tool (a call of one not yet searched for is refused "No such tool available");
+  ``ENABLE_TOOL_SEARCH=false`` offers them directly (``mcp__<server>__<tool>``). ``-p`` waits for
+  the MCP servers to connect (up to ``MCP_TIMEOUT`` ms) before its first request.
 * codex: ``CODEX_HOME/config.toml``. NOTE: in 0.171.0
   ``[model_providers.openai] supports_websockets = false`` is ignored (the built-in provider only
   accepts base_url/auth/http_headers overrides), so codex first tries a WebSocket

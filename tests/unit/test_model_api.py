@@ -17,7 +17,15 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.model_api import HELLO, LONG_END, LONG_WORDS, TOOL_DONE, ModelApi, long_answer
+from tests.fakes.model_api import (
+    HELLO,
+    LONG_END,
+    LONG_WORDS,
+    MCP_DONE,
+    TOOL_DONE,
+    ModelApi,
+    long_answer,
+)
 
 MODEL_API = Path(__file__).resolve().parents[1] / "fakes" / "model_api.py"
 REMINDER = "<system-reminder>\nToday is a day.\n</system-reminder>"
@@ -498,6 +506,64 @@ def test_permtest_calls_a_command_that_writes(api: ModelApi) -> None:
         d["delta"]["partial_json"] for _, d in events if d["type"] == "content_block_delta"
     )
     assert json.loads(partial) == {"command": "touch made_by_mock.txt"}
+
+
+def test_mcptest_calls_the_mcp_tools_spawn_then_prompt(api: ModelApi) -> None:
+    """MCPTEST: spawn (the tool named ``...__spawn``), then prompt with the record id that
+    spawn's result holds, then MCP_DONE; each step after the tool result of the one before."""
+    tools: list[dict[str, Any]] = [
+        {"name": n, "input_schema": {}} for n in ("Bash", "mcp__x__spawn", "mcp__x__prompt")
+    ]
+    user = {
+        "role": "user",
+        "content": [{"type": "text", "text": 'MCPTEST spawn echo then prompt "hi there"'}],
+    }
+    history: list[dict[str, Any]] = [user]
+
+    def step() -> dict[str, Any]:
+        events = sse(api, "/v1/messages", {"model": "m", "messages": history, "tools": tools})
+        block: dict[str, Any] = events[1][1]["content_block"]
+        partial = "".join(
+            d["delta"]["partial_json"] for _, d in events if d["type"] == "content_block_delta"
+        )
+        assert events[-2][1]["delta"]["stop_reason"] == "tool_use"
+        return {**block, "input": json.loads(partial)}
+
+    def answer(call: dict[str, Any], result: Any) -> None:
+        content = [{"type": "text", "text": json.dumps(result)}]
+        history.append({"role": "assistant", "content": [call]})
+        history.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": content}],
+            }
+        )
+
+    spawn = step()
+    assert (spawn["name"], spawn["input"]) == ("mcp__x__spawn", {"provider": "echo"})
+    answer(spawn, {"record": {"id": "r0123456789", "provider": "echo"}})
+    prompt = step()
+    assert (prompt["name"], prompt["input"]) == (
+        "mcp__x__prompt",
+        {"id": "r0123456789", "text": "hi there"},
+    )
+    answer(prompt, {"accepted": True, "seq": 3})
+    events = sse(api, "/v1/messages", {"model": "m", "messages": history, "tools": tools})
+    assert anthropic_text(events) == MCP_DONE
+
+
+def test_mcptest_without_a_record_id_says_so(api: ModelApi) -> None:
+    call = {"type": "tool_use", "id": "toolu_1", "name": "spawn", "input": {"provider": "echo"}}
+    history = [
+        {"role": "user", "content": 'MCPTEST spawn echo then prompt "x"'},
+        {"role": "assistant", "content": [call]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "nope"}],
+        },
+    ]
+    events = sse(api, "/v1/messages", {"model": "m", "messages": history})
+    assert anthropic_text(events).startswith("MCPTEST: no record id in the spawn result: nope")
 
 
 # -- usage limits ----------------------------------------------------------------------------------
