@@ -201,3 +201,12 @@ def test_a_turn_end_is_pushed_encrypted_and_a_gone_subscription_dropped(
     wait_for(lambda: not json.loads(stored.read_text())["subscriptions"], 20, "the drop")
     _, _, text = http(base + "/api/push")
     assert json.loads(text) == {"key": keys["public_key"], "subscriptions": 0}
+
+    # unsubscribe; and a new key pair drops the subscriptions made with the old one
+    assert post("/api/push/subscribe", sub)[1] == {"subscriptions": 1}
+    assert post("/api/push/unsubscribe", {"endpoint": endpoint})[1] == {"removed": True}
+    assert post("/api/push/subscribe", sub)[1] == {"subscriptions": 1}
+    renewed = node.run("web", "keys", "--new")
+    assert renewed["created"] is True and renewed["public_key"] != keys["public_key"]
+    _, _, text = http(base + "/api/push")
+    assert json.loads(text) == {"key": renewed["public_key"], "subscriptions": 0}
