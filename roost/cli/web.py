@@ -1,4 +1,5 @@
-"""``roost web``: the web dashboard, a web server that is one more client of the node (or hub).
+"""``roost web``: the web dashboard, a web server that is one more client of the node (or hub);
+``roost web keys``: the VAPID key pair its Web Push messages are sent with.
 
 The server itself is ``roost.web`` (aiohttp), imported only when this command runs.
 """
@@ -7,14 +8,14 @@ from __future__ import annotations
 
 import click
 
-from roost.cli.context import Ctx, command
+from roost.cli.context import Ctx, command, reader
 from roost.cli.output import emit_json
 from roost.client.client import Client
 from roost.client.locate import OBSERVER_TOKEN_FILE, live_node_info
 from roost.wire.errors import RoostError
 
 
-@click.command()
+@click.group(invoke_without_command=True)
 @click.option(
     "--listen",
     default="127.0.0.1:8765",
@@ -48,7 +49,9 @@ def web(
 
     Loopback by default. On any other address browsers log in with the token of --token-file
     (a file only you can read), over TLS (--tls-cert, --tls-key) unless --insecure. Ctrl-C stops
-    it; the sessions run on."""
+    it; the sessions run on. `roost web keys` once enables Web Push (phone notifications)."""
+    if click.get_current_context().invoked_subcommand is not None:
+        return
     from roost.web import security as sec
     from roost.web.server import serve
 
@@ -79,4 +82,39 @@ def web(
             "--observer reads the local node's observer token; through --connect or --hub "
             "give an observer token (ROOST_TOKEN) or an observer key (--key-file) instead",
         )
-    serve(connect, where, token, (tls_cert, tls_key) if tls_cert else None, insecure, say)
+    tls = (tls_cert, tls_key) if tls_cert else None
+    serve(connect, ctx.state_dir, where, token, tls, insecure, say)
+
+
+@web.command("keys")
+@click.option(
+    "--new", "renew", is_flag=True, help="replace the key pair (browsers subscribe again)"
+)
+@click.option(
+    "--subject",
+    default="",
+    help="the contact push services see (mailto: or https:), e.g. mailto:you@example.com",
+)
+@reader
+def keys(ctx: Ctx, renew: bool, subject: str) -> None:
+    """The VAPID key pair of Web Push: made if there is none (or with --new), kept 0600 in
+    <state-dir>/web/vapid.json; prints its public key (the applicationServerKey)."""
+    from roost.web import vapid
+
+    if subject and not subject.startswith(("mailto:", "https:")):
+        raise RoostError("bad-request", "--subject is a mailto: or https: URL")
+    made = vapid.load_keys(ctx.state_dir)
+    created = made is None or renew
+    if made is None or renew:
+        made = vapid.make_keys(ctx.state_dir, subject or vapid.DEFAULT_SUBJECT)
+    elif subject and subject != made.subject:
+        made = vapid.Vapid(made.private, subject, made.created)
+        vapid.save_keys(ctx.state_dir, made)
+    path = ctx.state_dir / "web" / vapid.KEYS_FILE
+    if ctx.json:
+        doc = {"public_key": made.public_key, "subject": made.subject, "path": str(path)}
+        emit_json({**doc, "created": created})
+        return
+    click.echo(made.public_key)
+    said = "made" if created else "kept (--new replaces it)"
+    click.echo(f"VAPID key pair {said}: {path}; push to {made.subject}", err=True)

@@ -1,9 +1,10 @@
 """The aiohttp application of ``roost web``: the page, its websockets and its actions.
 
 Routes: ``/`` (the page, or the login form), ``/login`` and ``/logout``, ``/static/...``,
-``/ws/list`` (the live list and notifications), ``/ws/term`` (one session's terminal) and
-``/api/...`` (the actions). Every refusal answers ``{"error": {"code", "message"}}`` (a page: its
-text), saying why.
+``/sw.js`` (the service worker) and ``/manifest.webmanifest`` (the page as an installable app),
+``/ws/list`` (the live list and notifications), ``/ws/term`` (one session's terminal),
+``/api/push...`` (Web Push subscriptions) and ``/api/...`` (the actions). Every refusal
+answers ``{"error": {"code", "message"}}`` (a page: its text), saying why.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from aiohttp import WSCloseCode, WSMsgType, web
 
 from roost.web import security as sec
 from roost.web.backend import Backend, Feed, Term, dumps
+from roost.web.push import Pusher
+from roost.web.vapid import checked
 from roost.wire.errors import RoostError
 
 STATIC = Path(__file__).parent / "static"
@@ -27,6 +30,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 GATE = web.AppKey("gate", sec.Gate)
 BACKEND = web.AppKey("backend", Backend)
 TLS = web.AppKey("tls", bool)
+PUSHER = web.AppKey("pusher", Pusher)
 
 
 class Sockets(set[web.WebSocketResponse]):
@@ -34,7 +38,8 @@ class Sockets(set[web.WebSocketResponse]):
 
 
 SOCKETS = web.AppKey("sockets", Sockets)
-OPEN = ("/login", "/static/")  # reachable without logging in
+# reachable without logging in: a browser fetches the manifest without its cookie
+OPEN = ("/login", "/static/", "/sw.js", "/manifest.webmanifest")
 KEY_NAMES = [
     "enter",
     "escape",
@@ -118,6 +123,7 @@ async def index(request: web.Request) -> web.Response:
         "hub": backend.hub,
         "login": gate.needs_login,
         "keys": KEY_NAMES,
+        "push": request.app[PUSHER].public_key(),  # "" until `roost web keys`
     }
     text = text.replace("{{CONFIG}}", html.escape(json.dumps(config), quote=True))
     return web.Response(text=text, content_type="text/html", headers=NO_STORE)
@@ -354,9 +360,52 @@ def _request(name: str, rid: str, doc: dict[str, Any]) -> tuple[str, dict[str, A
     raise RoostError("bad-request", f"no action {name!r}")
 
 
-def make_app(backend: Backend, gate: sec.Gate, tls: bool) -> web.Application:
+# -- the installable app and Web Push --------------------------------------------------------
+
+
+async def service_worker(_request: web.Request) -> web.Response:
+    """At the root, so that its scope is the whole page (``Service-Worker-Allowed`` says so too)."""
+    headers = {"Service-Worker-Allowed": "/", "Cache-Control": "no-cache"}
+    text = (STATIC / "sw.js").read_text()
+    return web.Response(text=text, content_type="text/javascript", headers=headers)
+
+
+async def manifest(_request: web.Request) -> web.Response:
+    text = (STATIC / "manifest.webmanifest").read_text()
+    return web.Response(text=text, content_type="application/manifest+json")
+
+
+async def push_state(request: web.Request) -> web.Response:
+    pusher = request.app[PUSHER]
+    return web.json_response(
+        {"key": pusher.public_key(), "subscriptions": len(pusher.subscriptions.all())}
+    )
+
+
+async def push_subscribe(request: web.Request) -> web.Response:
+    """``POST /api/push/subscribe`` with a ``PushSubscription.toJSON()``; ``/unsubscribe`` with
+    its ``endpoint``."""
+    pusher = request.app[PUSHER]
+    try:
+        doc = await request.json()
+    except ValueError:
+        return refusal(400, "bad-request", "the body is not JSON")
+    if request.match_info["verb"] == "unsubscribe":
+        endpoint = str(doc.get("endpoint") or "") if isinstance(doc, dict) else ""
+        return web.json_response({"removed": pusher.subscriptions.remove(endpoint)})
+    if not pusher.public_key():
+        return refusal(409, "no-vapid-keys", "this server has no VAPID keys: `roost web keys`")
+    try:
+        sub = checked(doc)
+    except RoostError as err:
+        return refusal(400, err.code, err.message)
+    return web.json_response({"subscriptions": pusher.subscriptions.add(sub)})
+
+
+def make_app(backend: Backend, gate: sec.Gate, tls: bool, pusher: Pusher) -> web.Application:
     app = web.Application(middlewares=[guard], client_max_size=1 << 20)
-    app[GATE], app[BACKEND], app[TLS] = gate, backend, tls
+    app[GATE], app[BACKEND], app[TLS], app[PUSHER] = gate, backend, tls, pusher
+    backend.listeners.append(pusher.notice)
     sockets = app[SOCKETS] = Sockets()
 
     async def goodbye(_app: web.Application) -> None:  # the browsers reconnect to the next one
@@ -369,6 +418,10 @@ def make_app(backend: Backend, gate: sec.Gate, tls: bool) -> web.Application:
     app.router.add_post("/logout", logout)
     app.router.add_get("/ws/list", list_socket)
     app.router.add_get("/ws/term", term_socket)
+    app.router.add_get("/sw.js", service_worker)
+    app.router.add_get("/manifest.webmanifest", manifest)
+    app.router.add_get("/api/push", push_state)
+    app.router.add_post("/api/push/{verb:subscribe|unsubscribe}", push_subscribe)
     app.router.add_post("/api/{action}", action)
     app.router.add_static("/static/", STATIC, follow_symlinks=False)
 

@@ -93,6 +93,7 @@ class Backend:
         self._curve: Any = None
         self.entries: dict[Key, Entry] = {}
         self.feeds: set[Feed] = set()
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []  # every notice (web push)
         self.terms: dict[Key, set[Term]] = {}
         self.seqs: dict[str, int] = {}
         self._dirty: set[Key] = set()
@@ -240,9 +241,10 @@ class Backend:
     def notice(self, key: Key, kind: str, text: str) -> None:
         entry = self.entries.get(key)
         name = (entry.record.get("name") if entry else None) or key[1]
-        self.broadcast(
-            {"t": "notice", "kind": kind, "key": key_text(key), "name": name, "text": text}
-        )
+        message = {"t": "notice", "kind": kind, "key": key_text(key), "name": name, "text": text}
+        self.broadcast(message)
+        for listener in self.listeners:
+            listener(message)
 
     # -- events and output ------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ import contextlib
 import signal
 import ssl
 from collections.abc import Callable
+from pathlib import Path
 
 from aiohttp import web
 
@@ -14,10 +15,12 @@ from roost.client.client import Client
 from roost.web import security as sec
 from roost.web.app import make_app
 from roost.web.backend import Backend
+from roost.web.push import Pusher
 
 
 def serve(
     connect: Callable[[], Client],
+    state_dir: Path,
     listen: sec.Listen,
     token: str,
     tls: tuple[str, str] | None,
@@ -29,11 +32,12 @@ def serve(
     if tls is not None:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(*tls)
-    asyncio.run(_serve(connect, listen, token, context, say))
+    asyncio.run(_serve(connect, state_dir, listen, token, context, say))
 
 
 async def _serve(
     connect: Callable[[], Client],
+    state_dir: Path,
     listen: sec.Listen,
     token: str,
     context: ssl.SSLContext | None,
@@ -41,7 +45,8 @@ async def _serve(
 ) -> None:
     backend = Backend(connect)
     await backend.start()
-    app = make_app(backend, sec.Gate(token, listen.loopback), context is not None)
+    pusher = Pusher(state_dir)
+    app = make_app(backend, sec.Gate(token, listen.loopback), context is not None, pusher)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=3.0)
     await runner.setup()
     site = web.TCPSite(runner, listen.host, listen.port, ssl_context=context)
@@ -59,4 +64,5 @@ async def _serve(
         await stop.wait()
     finally:
         await runner.cleanup()
+        await pusher.close()
         await backend.close()

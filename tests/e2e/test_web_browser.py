@@ -3,6 +3,7 @@ chromium``; Playwright never downloads one here). Skipped, saying why, without e
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,7 +89,11 @@ def test_list_terminal_resize_and_drop(
     # the session follows the window (as attach does): a smaller window, a smaller terminal
     before = node.record("first")["size"]
     page.set_viewport_size({"width": 900, "height": 700})
-    cols = page.evaluate("window.roostDebug.size()")
+    cols = wait_for(  # the page fits its terminal to the window on the resize event, not at once
+        lambda: s if (s := page.evaluate("window.roostDebug.size()")) != before else None,
+        10,
+        "the terminal to fit the smaller window",
+    )
     resized = wait_for(
         lambda: r if (r := node.record("first")["size"]) != before else None, 10, "a resize"
     )
@@ -150,3 +155,49 @@ def test_notification_when_a_turn_ends(
         "window.roostDebug.notices.some(n => n.name === 'noisy' && n.kind === 'turn')",
         timeout=20000,
     )
+
+
+def test_service_worker_shows_a_pushed_notification(
+    node: Node, browser: Any, web_of: Any, tmp_path: Path
+) -> None:
+    """The page registers its service worker (scope: the whole page) and links its manifest; a
+    push message delivered to the worker through the DevTools protocol (as a push service would,
+    nothing leaves the machine) is shown as a notification."""
+    node.up()
+    web: Web = web_of("--listen", "127.0.0.1:0")
+    origin = web.url.rstrip("/")
+    context = browser.new_context(bypass_csp=True)
+    context.grant_permissions(["notifications"], origin=origin)
+    page: Page = context.new_page()
+    cdp = page.context.new_cdp_session(page)
+    registrations: dict[str, str] = {}
+
+    def updated(event: dict[str, Any]) -> None:
+        for reg in event.get("registrations") or []:
+            if not reg.get("isDeleted"):
+                registrations[reg["scopeURL"]] = reg["registrationId"]
+
+    cdp.on("ServiceWorker.workerRegistrationUpdated", updated)
+    cdp.send("ServiceWorker.enable")
+    page.goto(web.url)
+    scope = page.evaluate("navigator.serviceWorker.ready.then(r => r.scope)")
+    assert scope == origin + "/"
+    assert page.evaluate("document.querySelector('link[rel=manifest]').href") == (
+        origin + "/manifest.webmanifest"
+    )
+    manifest = page.evaluate("fetch('/manifest.webmanifest').then(r => r.json())")
+    assert manifest["start_url"] == "/" and manifest["display"] == "standalone"
+    rid = wait_for(lambda: registrations.get(origin + "/"), 10, "the worker's registration id")
+
+    message = {"title": "roost: pushed", "body": "ended a turn", "tag": "r1:turn", "url": "/"}
+    cdp.send(
+        "ServiceWorker.deliverPushMessage",
+        {"origin": origin, "registrationId": rid, "data": json.dumps(message)},
+    )
+    shown = (
+        "navigator.serviceWorker.ready.then(r => r.getNotifications())"
+        ".then(ns => ns.map(n => [n.title, n.body, n.tag]))"
+    )
+    got = wait_for(lambda: page.evaluate(shown), 10, "the pushed notification")
+    assert got == [["roost: pushed", "ended a turn", "r1:turn"]]
+    context.close()

@@ -129,17 +129,61 @@ function notice(m) {
   const text = `${m.name}: ${m.text}`;
   debug.notices.push(m);
   toast(text);
-  if ("Notification" in window && Notification.permission === "granted") {
-    new Notification("roost", { body: text, tag: `${m.key}:${m.kind}` });
+  if (!("Notification" in window) || Notification.permission !== "granted") return;
+  const options = { body: text, tag: `${m.key}:${m.kind}`, icon: "/static/icon.svg" };
+  // through the service worker where there is one (a phone has no `new Notification`); a push
+  // message of the same notice has the same tag and replaces it rather than adding a second
+  if (worker) worker.then((reg) => reg.showNotification("roost", options)).catch(() => {});
+  else new Notification("roost", options);
+}
+
+// The service worker (sw.js): Web Push messages shown with no page open; the page installable.
+const worker = "serviceWorker" in navigator
+  ? navigator.serviceWorker.register("/sw.js", { scope: "/" }).then(() => navigator.serviceWorker.ready)
+  : null;
+if (worker) worker.catch((err) => { debug.workerError = String(err); });
+
+function keyBytes(text) {
+  const b64 = (text + "=".repeat((4 - (text.length % 4)) % 4)).replace(/-/g, "+").replace(/_/g, "/");
+  return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+}
+
+function sameKey(sub) {
+  const had = sub.options && sub.options.applicationServerKey;
+  if (!had) return true;
+  const a = new Uint8Array(had), b = keyBytes(config.push);
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+// With the server's VAPID key (`roost web keys`) and the user's permission: subscribe, and tell
+// the server where to push (again on every load: the server may have lost or dropped it).
+async function subscribe(asked) {
+  if (!config.push || !worker || !("PushManager" in window)) {
+    if (asked) toast(config.push ? "this browser has no Web Push: notifications while this page is open" : "notifications while this page is open (for push with the page closed: `roost web keys` on the server)");
+    return;
+  }
+  try {
+    const reg = await worker;
+    let sub = await reg.pushManager.getSubscription();
+    if (sub && !sameKey(sub)) { await sub.unsubscribe(); sub = null; }
+    if (!sub) sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: keyBytes(config.push) });
+    await api("push/subscribe", sub.toJSON());
+    if (asked) toast("notifications on, also with this page closed (Web Push)");
+  } catch (err) {
+    if (asked) toast(`push not set up: ${err.message}; notifications while this page is open`);
   }
 }
 
 $("#notify").addEventListener("click", async () => {
   if (!("Notification" in window)) { toast("this browser has no notifications"); return; }
   const answer = await Notification.requestPermission();
-  toast(answer === "granted" ? "notifications on while this page is open" : `notifications ${answer} by the browser`);
+  if (answer === "granted") await subscribe(true);
+  else toast(`notifications ${answer} by the browser`);
 });
-if ("Notification" in window && Notification.permission === "granted") $("#notify").hidden = true;
+if ("Notification" in window && Notification.permission === "granted") {
+  $("#notify").hidden = true;
+  subscribe(false);
+}
 
 // -- actions -------------------------------------------------------------------------------
 
