@@ -4,6 +4,7 @@ the terminal's bounded queue (a slow viewer resynchronises from the transcript b
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import subprocess
@@ -20,7 +21,8 @@ import pytest
 from roost.web import security as sec
 from roost.web.backend import TERM_QUEUE_BYTES, Term
 from roost.wire.errors import RoostError
-from tests.e2e.conftest import Node, wait_for
+from tests.e2e.conftest import Node, free_port, wait_for
+from tests.e2e.netns import Hosts
 from tests.e2e.test_hub import Lab, _spawn, lab
 
 __all__ = ["lab"]  # the hub's lab fixture (tests/e2e/test_hub.py)
@@ -399,3 +401,73 @@ def test_actions(node: Node, web_of: Any, tmp_path: Path) -> None:
     assert act("nonsense", id="st")[1]["error"]["code"] == "bad-request"
     status, doc = act("spawn", provider="nope", cwd=str(tmp_path))
     assert status == 409 and doc["error"]["code"] == "unknown-provider"
+
+
+PEER_REQUESTS = """
+import json, sys, urllib.error, urllib.request
+base, token = sys.argv[1], sys.argv[2]
+def ask(path, data=None, headers=None):
+    req = urllib.request.Request(base + path, data=data, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+out = {
+    "page": ask("/"),
+    "missing": ask("/api/show", b'{"id": "w1"}'),
+    "wrong": ask("/api/show", b'{"id": "w1"}', {"Authorization": "Bearer not-the-token-1234"}),
+    "login_wrong": ask("/login", b"token=not-the-token-1234"),
+    "right": ask("/api/show", b'{"id": "w1"}', {"Authorization": "Bearer " + token}),
+}
+print(json.dumps(out))
+"""
+
+
+def test_off_loopback_a_missing_or_wrong_token_is_refused(
+    node: Node, tmp_path: Path, project: Path
+) -> None:
+    """``roost web`` on a network address of its own host (a network namespace the test made)
+    reached from another host: no token and a wrong token are refused, the right one is let in;
+    without a token file it does not listen there at all."""
+    why = Hosts.why_not()
+    if why:
+        pytest.skip(why)
+    node.up()
+    node.run("spawn", "echo", "--name", "w1", "--cwd", str(project))
+    hosts = Hosts()
+    web = None
+    try:
+        hosts.add("web")
+        hosts.add("peer")
+        address = hosts.join("web", "peer")[0]  # the web host's address, as the peer reaches it
+        on_web = copy.copy(node)
+        on_web.prefix = hosts.prefix("web")
+        listen = f"{address}:{free_port()}"
+        refused = Web(on_web, "--listen", listen, "--insecure")
+        assert (
+            refused.doc["error"]["code"] == "bad-request"
+            and "token" in (refused.doc["error"]["message"])
+        )
+        refused.close()
+        web = Web(
+            on_web, "--listen", listen, "--token-file", str(token_file(tmp_path)), "--insecure"
+        )
+        base = web.url.rstrip("/")
+        assert address in base
+        peer = subprocess.run(
+            [*hosts.prefix("peer"), sys.executable, "-c", PEER_REQUESTS, base, TOKEN],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        got = json.loads(peer.stdout)
+        assert got["page"][0] == 200 and 'name="token"' in got["page"][1]  # the login form
+        assert got["missing"][0] == 401 and got["wrong"][0] == 401
+        assert got["login_wrong"][0] == 401 and "wrong token" in got["login_wrong"][1]
+        assert got["right"][0] == 200 and json.loads(got["right"][1])["record"]["name"] == "w1"
+    finally:
+        if web is not None:
+            web.close()
+        hosts.close()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from roost.client.client import Client
-from tests.e2e.conftest import Node, wait_for
+from tests.e2e.conftest import FAKES, Node, wait_for
 from tests.e2e.test_web import Web, web_of
 
 __all__ = ["web_of"]  # the fixture, shared with test_web.py
@@ -200,4 +200,34 @@ def test_service_worker_shows_a_pushed_notification(
     )
     got = wait_for(lambda: page.evaluate(shown), 10, "the pushed notification")
     assert got == [["roost: pushed", "ended a turn", "r1:turn"]]
+    context.close()
+
+
+def test_a_session_that_needs_attention_raises_a_notification(
+    node: Node, project: Path, browser: Any, web_of: Any, tmp_path: Path
+) -> None:
+    """A session that newly needs a human (here the stand-in codex at its login screen) is
+    announced by the browser's Notification API, once the user has allowed notifications."""
+    node.up()
+    web: Web = web_of("--listen", "127.0.0.1:0")
+    context = browser.new_context(bypass_csp=True)
+    context.grant_permissions(["notifications"], origin=web.url.rstrip("/"))
+    page: Page = context.new_page()
+    page.goto(web.url)
+    page.wait_for_selector("#list tbody tr, #empty")
+    page.evaluate("navigator.serviceWorker.ready")
+    env = [f"ROOST_CODEX_BIN={FAKES / 'codex'}", f"CODEX_HOME={tmp_path / 'codex'}"]
+    args = [arg for pair in [*env, "FAKE_CODEX_SCREEN=login"] for arg in ("--env", pair)]
+    node.run("spawn", "codex", "--name", "needy", "--cwd", str(project), *args)
+    page.wait_for_function(
+        "window.roostDebug.notices.some(n => n.name === 'needy' && n.kind === 'attention')",
+        timeout=30000,
+    )
+    shown = (
+        "navigator.serviceWorker.ready.then(r => r.getNotifications())"
+        ".then(ns => ns.map(n => n.body))"
+    )
+    bodies = wait_for(lambda: page.evaluate(shown) or None, 10, "the attention notification")
+    assert bodies == ["needy: needs attention (login)"], bodies
+    assert node.record("needy")["attention"] == "login"  # reported, never answered
     context.close()
