@@ -75,7 +75,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck $(NODE_STAMP) $(WEB_STAMP)
-	$(BIN)/pytest -q -n $(JOBS)
+	$(BIN)/pytest -q -n $(JOBS) --dist worksteal
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
