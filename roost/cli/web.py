@@ -35,6 +35,11 @@ from roost.wire.errors import RoostError
     is_flag=True,
     help="connect with the node's observer token: a read-only page",
 )
+@click.option(
+    "--observer-token-file",
+    default="",
+    help="a second token file (mode 600): who logs in with it gets a read-only page",
+)
 @command(op=False, grant=False)
 def web(
     ctx: Ctx,
@@ -44,11 +49,13 @@ def web(
     tls_key: str,
     insecure: bool,
     observer: bool,
+    observer_token_file: str,
 ) -> None:
     """Serve the web dashboard: the live list, terminals, actions, notifications.
 
     Loopback by default. On any other address browsers log in with the token of --token-file
-    (a file only you can read), over TLS (--tls-cert, --tls-key) unless --insecure. Ctrl-C stops
+    (a file only you can read), over TLS (--tls-cert, --tls-key) unless --insecure; who logs in
+    with the token of --observer-token-file gets a read-only page. Ctrl-C stops
     it; the sessions run on. `roost web keys` once enables Web Push (phone notifications)."""
     if click.get_current_context().invoked_subcommand is not None:
         return
@@ -61,14 +68,34 @@ def web(
         raise RoostError("bad-request", "TLS needs both --tls-cert and --tls-key")
     sec.check_setup(where, token, bool(tls_cert), insecure)
 
+    def as_observer() -> Client:
+        info = live_node_info(ctx.state_dir)
+        secret = (ctx.state_dir / OBSERVER_TOKEN_FILE).read_text().strip()
+        client = Client(info.router, secret, events=info.events, timeout=ctx.timeout)
+        client.initialize()
+        return client
+
     def connect() -> Client:
-        if observer and ctx.remote is None:
-            info = live_node_info(ctx.state_dir)
-            secret = (ctx.state_dir / OBSERVER_TOKEN_FILE).read_text().strip()
-            client = Client(info.router, secret, events=info.events, timeout=ctx.timeout)
-            client.initialize()
-            return client
-        return ctx.client()
+        return as_observer() if observer and ctx.remote is None else ctx.client()
+
+    watch = None
+    if observer_token_file:
+        watching = sec.read_token(observer_token_file)
+        if not token or sec.token_matches(watching, token):
+            raise RoostError(
+                "bad-request",
+                "--observer-token-file needs a --token-file of another token (without one every "
+                "browser logs in as the operator)",
+                {"field": "observer-token-file"},
+            )
+        if ctx.remote is not None:
+            raise RoostError(
+                "bad-request",
+                "--observer-token-file watches through the local node's observer token; through "
+                "--connect or --hub run a second roost web with an observer key (--key-file)",
+                {"field": "observer-token-file"},
+            )
+        watch = (watching, as_observer)
 
     def say(url: str) -> None:
         if ctx.json:
@@ -83,7 +110,7 @@ def web(
             "give an observer token (ROOST_TOKEN) or an observer key (--key-file) instead",
         )
     tls = (tls_cert, tls_key) if tls_cert else None
-    serve(connect, ctx.state_dir, where, token, tls, insecure, say)
+    serve(connect, ctx.state_dir, where, token, tls, insecure, say, watch)
 
 
 @web.command("keys")

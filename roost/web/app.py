@@ -38,6 +38,7 @@ class Sockets(set[web.WebSocketResponse]):
 
 
 SOCKETS = web.AppKey("sockets", Sockets)
+ROLE = "roost-role"  # a request's: "observer" for a page logged in with the observer token
 # reachable without logging in: a browser fetches the manifest without its cookie
 OPEN = ("/login", "/static/", "/sw.js", "/manifest.webmanifest")
 KEY_NAMES = [
@@ -80,7 +81,9 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     path = request.path
     if path.startswith(OPEN):
         return await handler(request)
-    admitted, bearer = gate.admits(cookie_of(request), request.headers.get("Authorization", ""))
+    authorization = request.headers.get("Authorization", "")
+    admitted, bearer = gate.admits(cookie_of(request), authorization)
+    request[ROLE] = gate.role_of(cookie_of(request), authorization) if admitted else ""
     if not admitted:
         if path == "/" and request.method == "GET":
             return login_page("")
@@ -97,6 +100,11 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if not sec.token_matches(request.headers.get(sec.CSRF_HEADER, ""), csrf):
             return refusal(403, "forbidden", "the request lacks this page's CSRF token")
     return await handler(request)
+
+
+def watcher(request: web.Request) -> bool:
+    """Whether the request is an observer's page (its login, or the server's own role)."""
+    return request.get(ROLE) == "observer" or request.app[BACKEND].role == "observer"
 
 
 def login_page(note: str, status: int = 200) -> web.Response:
@@ -119,7 +127,7 @@ async def index(request: web.Request) -> web.Response:
     text = (STATIC / "index.html").read_text()
     config = {
         "csrf": gate.csrf_for(cookie_of(request)),
-        "role": backend.role,
+        "role": "observer" if watcher(request) else backend.role,
         "hub": backend.hub,
         "login": gate.needs_login,
         "keys": KEY_NAMES,
@@ -220,10 +228,11 @@ async def term_socket(request: web.Request) -> web.WebSocketResponse:
     term = Term(backend, (node, rid), send)
     backend.watch(term)  # subscribed before the screen is read: nothing falls between
     inputs: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    writer = asyncio.create_task(_typist(backend, term, inputs))
+    observer = watcher(request)  # its typing and sizes go on the observer's connection
+    writer = asyncio.create_task(_typist(backend, term, inputs, observer))
     runner: asyncio.Task[None] | None = None
     try:
-        if backend.role != "observer" and hello.get("rows") and hello.get("cols"):
+        if not observer and hello.get("rows") and hello.get("cols"):
             await _resize(backend, term, hello)
         if isinstance(hello.get("offset"), int) and hello["offset"] >= 0:
             term.expected = hello["offset"]
@@ -233,7 +242,7 @@ async def term_socket(request: web.Request) -> web.WebSocketResponse:
                 continue
             doc = json.loads(msg.data)
             if doc.get("t") == "resize":
-                await _resize(backend, term, doc)
+                await _resize(backend, term, doc, observer)
             elif doc.get("t") in ("input", "key"):
                 inputs.put_nowait(doc)
     finally:
@@ -256,17 +265,21 @@ async def _run(term: Term) -> None:
         return
 
 
-async def _resize(backend: Backend, term: Term, doc: dict[str, Any]) -> None:
+async def _resize(
+    backend: Backend, term: Term, doc: dict[str, Any], observer: bool = False
+) -> None:
     """The session takes the size of the window that asked last, as with ``roost attach``;
     a refusal is said on the page and the view goes on at the session's size."""
     body = {"id": term.key[1], "rows": int(doc["rows"]), "cols": int(doc["cols"])}
     try:
-        await backend.call("session.resize", body, term.key[0])
+        await backend.call("session.resize", body, term.key[0], observer=observer)
     except RoostError as err:
         await term.send({"t": "error", "code": err.code, "message": f"not resized: {err.message}"})
 
 
-async def _typist(backend: Backend, term: Term, inputs: asyncio.Queue[dict[str, Any]]) -> None:
+async def _typist(
+    backend: Backend, term: Term, inputs: asyncio.Queue[dict[str, Any]], observer: bool
+) -> None:
     """Keys in order; text typed while a request is out goes in one ``session.input``."""
     while True:
         batch = [await inputs.get()]
@@ -274,7 +287,7 @@ async def _typist(backend: Backend, term: Term, inputs: asyncio.Queue[dict[str, 
             batch.append(inputs.get_nowait())
         for method, body in _merged(term.key[1], batch):
             try:
-                await backend.call(method, body, term.key[0])
+                await backend.call(method, body, term.key[0], observer=observer)
             except RoostError as err:
                 with contextlib.suppress(ConnectionError):
                     message = f"input refused: {err.code}: {err.message}"
@@ -318,7 +331,7 @@ async def action(request: web.Request) -> web.Response:
             node = str(doc.get("node") or "")
             if backend.hub and not node:
                 raise RoostError("bad-request", "through a hub, name the node to spawn on")
-        answer = await backend.call(method, body, node, timeout=60.0)
+        answer = await backend.call(method, body, node, timeout=60.0, observer=watcher(request))
     except RoostError as err:
         status = {"forbidden": 403, "not-found": 404, "unauthorized": 401}.get(err.code, 409)
         if err.code == "bad-request":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 from collections import deque
@@ -82,9 +83,17 @@ class Feed:
 
 
 class Backend:
-    def __init__(self, connect: Callable[[], Client], workers: int = 8) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], Client],
+        workers: int = 8,
+        observer: Callable[[], Client] | None = None,
+    ) -> None:
         self._connect = connect
         self._idle: list[Client] = []
+        # the connections of the pages logged in with the observer token (--observer-token-file)
+        self._observer = observer
+        self._idle_observer: list[Client] = []
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="roost-web")
         self.info: dict[str, Any] = {}
         self.target = "node"
@@ -137,19 +146,35 @@ class Backend:
         if self._sub is not None:
             self._sub.close(0)
         self._pool.shutdown(wait=True, cancel_futures=True)
-        for client in self._idle:
+        for client in [*self._idle, *self._idle_observer]:
             client.close()
         self._zctx.term()
 
     async def call(
-        self, method: str, body: dict[str, Any], node: str = "", timeout: float = CALL_S
+        self,
+        method: str,
+        body: dict[str, Any],
+        node: str = "",
+        timeout: float = CALL_S,
+        *,
+        observer: bool = False,
     ) -> dict[str, Any]:
-        """One request to the node (through a hub: to ``node``, or the hub itself)."""
+        """One request to the node (through a hub: to ``node``, or the hub itself); with
+        ``observer``, on a connection with the node's observer role, which the node refuses
+        anything but reading."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, self._call, method, body, node, timeout)
+        call = functools.partial(self._call, method, body, node, timeout, observer)
+        return await loop.run_in_executor(self._pool, call)
 
-    def _call(self, method: str, body: dict[str, Any], node: str, timeout: float) -> dict[str, Any]:
-        client = self._idle.pop() if self._idle else self._connect()
+    def _call(
+        self, method: str, body: dict[str, Any], node: str, timeout: float, observer: bool = False
+    ) -> dict[str, Any]:
+        idle, connect = self._idle, self._connect
+        if observer:
+            if self._observer is None:
+                raise RoostError("forbidden", "an observer's page only watches")
+            idle, connect = self._idle_observer, self._observer
+        client = idle.pop() if idle else connect()
         target = node_address(node) if node else ""
         try:
             try:
@@ -160,7 +185,7 @@ class Backend:
                 client.initialize()
                 return client.call(method, body, target=target, timeout=timeout)
         finally:
-            self._idle.append(client)
+            idle.append(client)
 
     def _check(self) -> dict[str, Any]:
         client = self._idle.pop() if self._idle else self._connect()

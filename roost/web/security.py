@@ -131,6 +131,7 @@ def token_matches(offered: str, token: str) -> bool:
 class Login:
     csrf: str
     created: float
+    role: str = "operator"  # "observer": logged in with --observer-token-file's token
 
 
 @dataclass
@@ -139,6 +140,7 @@ class Gate:
 
     token: str  # "" on loopback without --token-file: no login
     loopback: bool
+    observer_token: str = ""  # --observer-token-file: a login that only watches
     logins: dict[str, Login] = field(default_factory=dict)
     open_csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
 
@@ -147,13 +149,22 @@ class Gate:
         return bool(self.token)
 
     def login(self, offered: str) -> str | None:
-        """A new cookie value for a right token, else None."""
-        if not token_matches(offered, self.token):
+        """A new cookie value for a right token (the observer token's: a watcher's), else
+        None."""
+        role = self._role(offered)
+        if role is None:
             return None
         self._expire()
         sid = secrets.token_urlsafe(32)
-        self.logins[sid] = Login(secrets.token_urlsafe(32), time.monotonic())
+        self.logins[sid] = Login(secrets.token_urlsafe(32), time.monotonic(), role)
         return sid
+
+    def _role(self, offered: str) -> str | None:
+        if token_matches(offered, self.token):
+            return "operator"
+        if self.observer_token and token_matches(offered, self.observer_token):
+            return "observer"
+        return None
 
     def logout(self, sid: str) -> None:
         self.logins.pop(sid, None)
@@ -179,9 +190,17 @@ class Gate:
         """(admitted, by bearer token): the bearer header needs no CSRF token."""
         if not self.needs_login:
             return True, False
-        if authorization.startswith("Bearer ") and token_matches(authorization[7:], self.token):
+        if authorization.startswith("Bearer ") and self._role(authorization[7:]) is not None:
             return True, True
         return self.session(cookie) is not None, False
+
+    def role_of(self, cookie: str, authorization: str) -> str:
+        """The role of an admitted request: ``observer`` for the observer token's, by its
+        bearer header or its login; else ``operator`` (the server's own connection decides)."""
+        if authorization.startswith("Bearer "):
+            return self._role(authorization[7:]) or "operator"
+        login = self.session(cookie)
+        return login.role if login is not None else "operator"
 
 
 def host_ok(host_header: str, loopback_only: bool) -> bool:

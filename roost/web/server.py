@@ -26,13 +26,16 @@ def serve(
     tls: tuple[str, str] | None,
     insecure: bool,
     say: Callable[[str], None],
+    watch: tuple[str, Callable[[], Client]] | None = None,
 ) -> None:
+    """``watch``: the observer token of the web (--observer-token-file) and the connection of
+    the pages logged in with it (the node's observer role)."""
     sec.check_setup(listen, token, tls is not None, insecure)
     context = None
     if tls is not None:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(*tls)
-    asyncio.run(_serve(connect, state_dir, listen, token, context, say))
+    asyncio.run(_serve(connect, state_dir, listen, token, context, say, watch))
 
 
 async def _serve(
@@ -42,11 +45,13 @@ async def _serve(
     token: str,
     context: ssl.SSLContext | None,
     say: Callable[[str], None],
+    watch: tuple[str, Callable[[], Client]] | None,
 ) -> None:
-    backend = Backend(connect)
+    backend = Backend(connect, observer=watch[1] if watch else None)
     await backend.start()
     pusher = Pusher(state_dir)
-    app = make_app(backend, sec.Gate(token, listen.loopback), context is not None, pusher)
+    gate = sec.Gate(token, listen.loopback, observer_token=watch[0] if watch else "")
+    app = make_app(backend, gate, context is not None, pusher)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=3.0)
     await runner.setup()
     site = web.TCPSite(runner, listen.host, listen.port, ssl_context=context)

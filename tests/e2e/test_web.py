@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import os
 import subprocess
 import sys
 import urllib.error
@@ -307,7 +306,74 @@ def test_observer_web_is_read_only(node: Node, web_of: Any, project: Path) -> No
     assert refused["code"] == "forbidden"
     assert "sneaky" not in node.screen("ob")
     wait_for(lambda: node.record("ob")["state"] == "live", 5, "the session to run on")
-    assert os.environ.get("ROOST_TOKEN") is None or True
+
+
+def test_a_login_with_the_observer_token_gets_a_read_only_page(
+    node: Node, web_of: Any, project: Path, tmp_path: Path
+) -> None:
+    """--observer-token-file: one server, two tokens; who logs in with the observer's gets a
+    read-only page whose typing and actions go on the node's observer role (refused
+    ``forbidden`` by the node), while the operator's login drives the session."""
+    node.up()
+    node.run("spawn", "echo", "--name", "two", "--cwd", str(project), "--wait-ready")
+    rid = node.record("two")["id"]
+    watching = tmp_path / "observer-web-token"
+    watching.write_text("observer-web-token-0123456789\n")
+    watching.chmod(0o600)
+    operator_file = token_file(tmp_path)
+    for args, says in (
+        (("--observer-token-file", str(watching)), "needs a --token-file"),
+        (
+            ("--token-file", str(operator_file), "--observer-token-file", str(operator_file)),
+            "another token",
+        ),
+    ):
+        refused = web_of("--listen", "127.0.0.1:0", *args)
+        assert says in refused.doc["error"]["message"], refused.doc
+    web = web_of(
+        "--listen",
+        "127.0.0.1:0",
+        "--token-file",
+        str(operator_file),
+        "--observer-token-file",
+        str(watching),
+    )
+    base = web.url.rstrip("/")
+    status, headers, _ = http(base + "/login", b"token=observer-web-token-0123456789")
+    assert status == 303
+    session = headers["Set-Cookie"].split(";")[0]
+    status, _, page = http(base + "/", headers={"Cookie": session})
+    assert status == 200 and "&quot;role&quot;: &quot;observer&quot;" in page
+    watcher = {"Authorization": "Bearer observer-web-token-0123456789"}
+    status, _, body = http(base + "/api/show", b'{"id": "two"}', watcher)
+    assert status == 200 and json.loads(body)["record"]["id"] == rid  # it reads
+    status, _, body = http(base + "/api/stop", b'{"id": "two"}', watcher)
+    assert status == 403 and json.loads(body)["error"]["code"] == "forbidden"  # the node's no
+
+    async def type_in(cookie: str) -> dict[str, Any]:
+        async with (
+            aiohttp.ClientSession() as client,
+            client.ws_connect(
+                base.replace("http", "ws") + f"/ws/term?id={rid}",
+                headers={"Origin": base, "Cookie": cookie},
+            ) as ws,
+        ):
+            await ws.send_json({"t": "hello", "rows": 30, "cols": 100})
+            await ws.send_json({"t": "input", "data": "sneaky\r"})
+            while True:
+                got = await ws.receive(timeout=10)
+                if got.type == aiohttp.WSMsgType.TEXT and json.loads(got.data)["t"] == "error":
+                    return dict(json.loads(got.data))
+
+    assert asyncio.run(type_in(session))["code"] == "forbidden"
+    assert "sneaky" not in node.screen("two")
+    status, _, page = http(base + "/", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert "&quot;role&quot;: &quot;operator&quot;" in page
+    status, _, body = http(
+        base + "/api/stop", b'{"id": "two"}', {"Authorization": f"Bearer {TOKEN}"}
+    )
+    assert status == 200, body
+    assert node.record("two")["state"] == "dormant"
 
 
 def test_through_a_hub_every_nodes_records_and_terminals(lab: Lab, project: Path) -> None:
