@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -182,3 +183,33 @@ def test_doctor_and_resume_all_through_a_hub_cover_every_node(lab: Lab, tmp_path
     nodes = {n["node_id"]: n for n in doc["nodes"]}
     assert nodes["lab-3"]["ok"] is False
     assert "not linked to the hub" in nodes["lab-3"]["findings"][0]["what"]
+
+
+def test_a_stalled_node_is_passed_over_and_taken_again_once_it_answers(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """A node whose daemon is stopped (SIGSTOP) is listed as not answering (or, once the hub
+    has dropped its silent link, as down) and never picked; placement waits for it at most the
+    fleet's deadline; once it goes on (SIGCONT) it links again and is picked again."""
+    client(lab, "fleet")  # every node has made its provider checks
+    stalled = lab.nodes["lab-3"].pid()
+    os.kill(stalled, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        placed = spawn(lab, "auto", "echo", tmp_path)["placed"]
+        took = time.monotonic() - started
+        why = {c["node_id"]: c["why"] for c in placed["candidates"]}
+        # not answering, or dropped by the hub after 3 s of its link's silence
+        assert why["lab-3"] in ("timeout", "not linked (down)"), why
+        assert placed["node"] in ("lab-1", "lab-2")
+        assert took < 30, took  # the fleet's deadline (10 s), not the client's
+        fleet = {n["node_id"]: n for n in client(lab, "fleet")["nodes"]}
+        assert fleet["lab-3"]["answered"] is False and not fleet["lab-3"]["healthy"]
+    finally:
+        os.kill(stalled, signal.SIGCONT)
+    placed = wait_for(
+        lambda: (p := spawn(lab, "auto", "echo", tmp_path)["placed"])["node"] == "lab-3" and p,
+        60,
+        "lab-3, now the least loaded, to be picked again",
+    )
+    assert "least loaded of 3" in placed["why"]

@@ -53,7 +53,7 @@ from roost.wire.policy import HUB, Policy, node_address, node_of
 log = structlog.get_logger("roost.hub")
 
 FAN_OUT_TIMEOUT = 10.0
-FLEET_TIMEOUT = 30.0  # a node's first provider checks run before it answers (15 s a CLI at most)
+FLEET_TIMEOUT = 10.0  # a stalled node delays a placement this long, then is passed over
 MAX_GONE = 1024  # nodes remembered as gone; the hub keeps nothing across its own restarts
 
 
