@@ -269,6 +269,13 @@ def page_end(body: bytes) -> tuple[int, int, bool | None] | None:
     return count, last, more
 
 
+# Messages a subscriber holds in its own memory while it falls behind (ZeroMQ's default is
+# 1,000): a burst of output (an agent flooding its terminal) that the reader prints more slowly
+# than the node publishes is kept rather than dropped; past this, what is lost is a hole in the
+# offsets, which attach fills by drawing the screen again.
+SUB_HWM = 10_000
+
+
 class EventStream:
     """A SUB socket on the node's PUB endpoint; subscribe first, then fill gaps (events.since)."""
 
@@ -282,6 +289,7 @@ class EventStream:
     ) -> None:
         self._sock: zmq.Socket[Any] = ctx.socket(zmq.SUB)
         self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.RCVHWM, SUB_HWM)
         if curve is not None:
             curve.apply(self._sock)
         self._strip = topic_prefix  # a hub's <node-id>/: topics read as the node names them
