@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -190,16 +191,24 @@ def test_service_worker_shows_a_pushed_notification(
     rid = wait_for(lambda: registrations.get(origin + "/"), 10, "the worker's registration id")
 
     message = {"title": "roost: pushed", "body": "ended a turn", "tag": "r1:turn", "url": "/"}
-    cdp.send(
-        "ServiceWorker.deliverPushMessage",
-        {"origin": origin, "registrationId": rid, "data": json.dumps(message)},
-    )
     shown = (
         "navigator.serviceWorker.ready.then(r => r.getNotifications())"
         ".then(ns => ns.map(n => [n.title, n.body, n.tag]))"
     )
-    got = wait_for(lambda: page.evaluate(shown), 10, "the pushed notification")
-    assert got == [["roost: pushed", "ended a turn", "r1:turn"]]
+    got: list[Any] = []
+    deadline = time.monotonic() + 45
+    while not got and time.monotonic() < deadline:
+        # as a push service would, again if the first delivery found the worker still starting
+        # on a loaded machine (one tag: a second delivery replaces the first notification)
+        cdp.send(
+            "ServiceWorker.deliverPushMessage",
+            {"origin": origin, "registrationId": rid, "data": json.dumps(message)},
+        )
+        given = time.monotonic() + 15
+        while not got and time.monotonic() < given:
+            got = page.evaluate(shown)
+            page.wait_for_timeout(50)  # polling the worker's notifications, with a deadline
+    assert got == [["roost: pushed", "ended a turn", "r1:turn"]], "no notification in 45 s"
     context.close()
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from roost.actors.supervisor.verdicts import QUIET_END_S, Ledger
+import asyncio
+from typing import Any, cast
+
+from roost.actors.supervisor.verdicts import DISAGREE_AFTER_S, QUIET_END_S, Ledger, Verdicts
 
 QUIET = QUIET_END_S + 0.1
 
@@ -77,3 +80,49 @@ def test_an_exit_drops_the_open_turns() -> None:
     ledger.begin(0, typed=True)
     assert ledger.judge("exited", 1, 0.0, False) == 0
     assert ledger.judge("ready", 2, QUIET, False) == 0
+
+
+class Sup:
+    identity = None
+
+    def __init__(self) -> None:
+        self.verdicts: list[tuple[str, str, int]] = []
+
+    def classified(self, result: dict[str, Any], *, via: str, ended: int, screen: Any) -> None:
+        self.verdicts.append((str(result["state"]), via, ended))
+
+
+def test_a_turn_start_signal_a_turn_end_signal_settles_is_no_disagreement() -> None:
+    """A turn too short for any screen to read busy: its turn-start signal (UserPromptSubmit)
+    and its turn-end signal (Stop) both come, and every screen reads ready. The turn-start is
+    borne out by the turn-end that followed it, not contradicted by the ready screens."""
+
+    async def main() -> int:
+        verdicts = Verdicts(cast(Any, Sup()), lambda delay: None)
+        loop = asyncio.get_running_loop()
+        verdicts.prompted(1)
+        verdicts.signal(signal("turn-start"), 1)
+        verdicts.signal(signal("turn-end"), 1)
+        for number in range(2, 6):  # rounds on a ready screen, past DISAGREE_AFTER_S
+            verdicts.take({"state": "ready"}, number, False, 1.0, loop.time() + 1.0)
+            await asyncio.sleep(DISAGREE_AFTER_S / 3)
+        return verdicts.disagreements
+
+    assert asyncio.run(main()) == 0
+
+
+def test_a_turn_start_signal_the_screen_never_bears_out_is_a_disagreement() -> None:
+    async def main() -> int:
+        verdicts = Verdicts(cast(Any, Sup()), lambda delay: None)
+        loop = asyncio.get_running_loop()
+        verdicts.signal(signal("turn-start"), 1)
+        for number in range(2, 6):
+            verdicts.take({"state": "ready"}, number, False, 1.0, loop.time() + 1.0)
+            await asyncio.sleep(DISAGREE_AFTER_S / 3)
+        return verdicts.disagreements
+
+    assert asyncio.run(main()) == 1
+
+
+def signal(kind: str) -> Any:
+    return {"kind": kind, "source": "hook", "event": "", "data": {}}

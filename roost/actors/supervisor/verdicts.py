@@ -9,7 +9,8 @@ it signals (codex's approval notification comes before its approval screen), so 
 screen does not bear out yet is weighed again every ``RECHECK_S``; one still contradicted
 ``DISAGREE_AFTER_S`` after it was taken (a ``turn-end`` on a screen that reads busy, an
 ``attention`` on a ready screen) leaves the screen's verdict standing, ``via`` ``"screen"``, and
-the disagreement is logged (``signal-disagrees``, with both sides). ``session`` signals settle
+the disagreement is logged (``signal-disagrees``, with both sides). A ``turn-start`` that a
+``turn-end`` signal follows is settled by it (a turn too short for any screen to read busy). ``session`` signals settle
 the provider session id: one teaches it while it is not known (a fresh launch whose id the CLI
 chooses), and one of a ``clear`` (claude's ``/clear``: a new conversation, a new id, in the same
 CLI) moves it; a signal naming another id than the one known never gets here (``signals`` drops
@@ -128,6 +129,8 @@ class Verdicts:
             self._session(sig)
         if kind == "turn-start":
             self.ledger.begin(rounds, typed=False)
+        if kind == "turn-end":  # the turns it ends were borne out: no screen need read them busy
+            self.pending = [item for item in self.pending if item.sig["kind"] != "turn-start"]
         if kind in EXPECTS:
             self.pending.append(Pending(sig, asyncio.get_running_loop().time()))
         self.ask(0.0)
