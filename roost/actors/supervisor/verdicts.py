@@ -11,10 +11,10 @@ screen does not bear out yet is weighed again every ``RECHECK_S``; one still con
 ``attention`` on a ready screen) leaves the screen's verdict standing, ``via`` ``"screen"``, and
 the disagreement is logged (``signal-disagrees``, with both sides). A ``turn-start`` that a
 ``turn-end`` signal follows is settled by it (a turn too short for any screen to read busy).
-``session`` signals settle the provider session id: one teaches it while it is not known (a fresh launch whose id the CLI
-chooses), and one of a ``clear`` (claude's ``/clear``: a new conversation, a new id, in the same
-CLI) moves it; a signal naming another id than the one known never gets here (``signals`` drops
-it).
+``session`` signals settle the provider session id: one teaches it while it is not known (a
+fresh launch whose id the CLI chooses), and one of a ``clear`` (claude's ``/clear``: a new
+conversation, a new id, in the same CLI) moves it; a signal naming another id than the one known
+never gets here (``signals`` drops it).
 
 Every pty turn has a start and an end (``Ledger``), with signals or without. A turn starts when
 a prompt is typed, on a ``turn-start`` signal, or when the screen reads busy with no turn open (a
