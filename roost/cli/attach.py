@@ -3,7 +3,9 @@
 It subscribes to the record's output (``o/<record>``) and events first, then draws the screen the
 supervisor holds (``session.show`` with ``screen``: its text, cursor and the transcript offset it
 reflects) and from there writes the raw output as it comes. Output that overlaps what was drawn is
-trimmed; a hole in the offsets (a slow subscriber, a node restart) redraws the screen.
+trimmed; a hole in the offsets (a subscriber that fell behind a flood) is filled from the
+transcript by offset, so every byte is written once and in order; a hole the transcript no longer
+holds, or one past ``FILL_MAX`` bytes, redraws the screen instead.
 
 Keys typed go to the session as ``session.input`` (committed to the event log before they are
 typed, like any input) unless ``--read-only``, the connection's role is ``observer``, stdin is not
@@ -60,6 +62,9 @@ LEAVE_SCREEN = (
 )
 # Typed keys are sent in bursts (``burst``): a paste, key repeat or fast typing is one event.
 BURST_IDLE_S, BURST_MAX_S, BURST_BYTES = 0.05, 0.25, 65536
+# A hole in the output up to this size is read from the transcript; past it, drawing the screen
+# again is cheaper than writing everything that was missed.
+FILL_MAX, FILL_CHUNK = 4 << 20, 512 << 10
 
 
 @dataclass
@@ -127,7 +132,7 @@ class Attachment:
         end = offset + len(data)
         if end <= self.expected:
             return  # already on the screen that was drawn
-        if offset > self.expected:
+        if offset > self.expected and not self.fill(offset):
             self.draw()
             if end <= self.expected:
                 return
@@ -135,6 +140,29 @@ class Attachment:
                 self.expected = offset
         data = data[self.expected - offset :]
         offset, self.expected = self.expected, end
+        self.emit(offset, data)
+
+    def fill(self, upto: int) -> bool:
+        """Write the output from ``expected`` up to ``upto`` read from the transcript; False
+        (nothing written) when the hole is too big or the transcript no longer holds all of it."""
+        if upto - self.expected > FILL_MAX:
+            return False
+        pieces, at = [], self.expected
+        while at < upto:
+            body = {"id": self.rid, "offset": at, "limit": min(FILL_CHUNK, upto - at)}
+            got = self.call("session.transcript", body)
+            data = got.get("data")
+            if got.get("dropped") or got.get("offset") != at or not isinstance(data, bytes):
+                return False
+            if not data:
+                return False  # not written yet: cannot be, as output is kept before it is sent
+            pieces.append(data)
+            at += len(data)
+        self.emit(self.expected, b"".join(pieces))
+        self.expected = upto
+        return True
+
+    def emit(self, offset: int, data: bytes) -> None:
         if self.as_json:
             emit_json({"offset": offset, "data": self.text.decode(data)})
         else:

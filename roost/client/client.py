@@ -272,7 +272,7 @@ def page_end(body: bytes) -> tuple[int, int, bool | None] | None:
 # Messages a subscriber holds in its own memory while it falls behind (ZeroMQ's default is
 # 1,000): a burst of output (an agent flooding its terminal) that the reader prints more slowly
 # than the node publishes is kept rather than dropped; past this, what is lost is a hole in the
-# offsets, which attach fills by drawing the screen again.
+# offsets, which attach fills from the transcript (or by drawing the screen again).
 SUB_HWM = 10_000
 
 

@@ -120,7 +120,9 @@ def opened(fifo: Path) -> int | None:
 
 def following(attached: JsonLines, start: int) -> str:
     """The output an attached client printed from ``start`` on, up to the flood's end: in
-    order, and with no redraw (which would mean it missed some)."""
+    order, and with no redraw. A client can miss published output (its subscription may reach
+    the node after the flood began, as a loaded machine showed); it fills that from the
+    transcript, so a redraw would mean it lost bytes."""
     pieces: list[str] = []
     at = start
 
