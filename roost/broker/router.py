@@ -1,4 +1,4 @@
-"""The broker: a ROUTER for requests and a PUB for events, routing by header only.
+"""The broker: a ROUTER for requests and an XPUB for events, routing by header only.
 
 Every inbound message is ``[routing_id, header, body]``. The broker decodes the small header,
 never the body (except ``hello`` and ``initialize``, which it serves itself), and forwards to the
@@ -6,7 +6,8 @@ registered peer named by the header's target; the body frame goes on as it came,
 header when it already says what the broker would stamp. It answers ``unreachable`` rather than
 dropping a request, and every malformed input gets an error reply where one can be sent. The
 sockets are read straight from the loop (``loopsock``); who has gone, libzmq's heartbeats and
-monitor say (``liveness``).
+monitor say (``liveness``). The XPUB sockets also say what is subscribed, which tells each
+supervisor whether anyone watches its output (``watch``).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from roost.broker import liveness
 from roost.broker.admission import Gate, negotiate
 from roost.broker.links import Links
 from roost.broker.local import LOCAL, LocalLink, data
-from roost.broker.loopsock import LoopSocket, send_now
+from roost.broker.loopsock import LoopSocket
 from roost.broker.registry import PeerEntry, Registry, Seen
+from roost.broker.watch import OUTPUT, Subscriptions, output_topic
 from roost.client.keys import AllowedKeys
 from roost.client.scoped import ScopedTokens
 from roost.wire import protocol as p
@@ -80,7 +82,9 @@ class Broker:
         # A peer's key in the registry is its socket's index byte + its ZeroMQ routing id.
         self._routers: list[LoopSocket] = []
         self._monitors: list[LoopSocket] = []
-        self._pubs: list[zmq.Socket[Any]] = []
+        self._pubs: list[LoopSocket] = []
+        self.subscriptions = Subscriptions()
+        self._told: dict[str, object] = {}  # what each supervisor or node link was told last
         self._drops = liveness.Drops(self.registry, self._still_there, self._expire)
         self._add_sockets({})
         self.events_endpoints = list(config.pub_endpoints)
@@ -101,7 +105,7 @@ class Broker:
             known: p.pack({"registered": known, "incarnation": config.incarnation})
             for known in (True, False)
         }
-        self.stats = {"routed": 0, "errors": 0, "published": 0, "tapped": 0}
+        self.stats = {"routed": 0, "errors": 0, "published": 0, "output": 0, "tapped": 0}
         self._taps: list[tuple[str, str, Callable[[str], None]]] = []
 
     def tap(self, sender: str, suffix: str, seen: Callable[[str], None]) -> None:
@@ -120,7 +124,7 @@ class Broker:
     def _add_sockets(self, options: dict[int, Any]) -> tuple[zmq.Socket[Any], zmq.Socket[Any]]:
         via = len(self._routers)
         router: zmq.Socket[Any] = zmq.Socket(self._ctx, zmq.ROUTER)
-        pub: zmq.Socket[Any] = zmq.Socket(self._ctx, zmq.PUB)
+        pub: zmq.Socket[Any] = zmq.Socket(self._ctx, zmq.XPUB)
         for sock in (router, pub):
             sock.setsockopt(zmq.LINGER, 0)
             for option, value in options.items():
@@ -134,14 +138,14 @@ class Broker:
         dropped = functools.partial(self._drops.closed, via)
         self._monitors.append(liveness.watch(self._ctx, router, name, dropped))
         self._routers.append(LoopSocket(router, functools.partial(self._on_frames, via)))
-        self._pubs.append(pub)
+        self._pubs.append(LoopSocket(pub, functools.partial(self._on_subscription, via)))
         return router, pub
 
     def bind(self) -> None:
         for ep in self.config.router_endpoints:
             self._routers[0].sock.bind(ep)
         for ep in self.config.pub_endpoints:
-            self._pubs[0].bind(ep)
+            self._pubs[0].sock.bind(ep)
 
     def listen(self, network: NetworkEndpoint) -> None:
         """Serve clients on a TCP endpoint too; with CURVE unless it is loopback-only."""
@@ -177,19 +181,17 @@ class Broker:
         return link
 
     def close(self) -> None:
-        for loop_sock in (*self._monitors, *self._routers):
+        for loop_sock in (*self._monitors, *self._routers, *self._pubs):
             loop_sock.close()
-        for pub in self._pubs:
-            pub.close(0)
 
     async def run(self) -> None:
         """Serve until cancelled: the sockets are read from the loop's callbacks."""
-        for loop_sock in (*self._routers, *self._monitors):
+        for loop_sock in (*self._routers, *self._monitors, *self._pubs):
             loop_sock.start()
         try:
             await asyncio.get_running_loop().create_future()
         finally:
-            for loop_sock in (*self._routers, *self._monitors):
+            for loop_sock in (*self._routers, *self._monitors, *self._pubs):
                 loop_sock.stop()
 
     # -- inbound -------------------------------------------------------------------------------
@@ -343,8 +345,10 @@ class Broker:
         frames = [topic.encode(), event_header.encode(), body]
         for pub in self._pubs:
             # PUB may drop (the durable log may not); subscribers fill gaps from it
-            send_now(pub, frames)
+            pub.send(frames)
         self.stats["published"] += 1
+        if topic.startswith(OUTPUT):
+            self.stats["output"] += 1
         for sender, suffix, seen in self._taps:
             if header.sender == sender and topic.endswith(suffix):
                 try:
@@ -383,6 +387,8 @@ class Broker:
         self._notify_node(
             {"event": "peer.up", "address": address, "incarnation": incarnation, "meta": meta}
         )
+        self._told.pop(address, None)
+        self._tell_watch(entry)
 
     def _check_holder(self, address: str, routing_id: bytes, incarnation: str) -> None:
         """The first live holder of an address keeps it (Registry.live_holder): a hello from
@@ -504,6 +510,31 @@ class Broker:
         if entry is not None and body.get("address") != owner:
             header = p.Header(kind=p.NOTIFY, sender="broker", target=owner)
             self._send(entry.routing_id, header, body)
+
+    # -- who watches output (roost.broker.watch) -------------------------------------------------
+
+    def _on_subscription(self, via: int, frames: list[Any]) -> None:
+        if self.subscriptions.update(via, data(frames[0])):
+            for entry in self.registry.actors():
+                self._tell_watch(entry)
+
+    def _tell_watch(self, entry: PeerEntry) -> None:
+        """Tell a supervisor whether its output is watched, a hub's node link which of its
+        node's output topics are; only what changed since it was told last."""
+        topic = output_topic(entry.address)
+        node = node_of(entry.address) if self.config.policy.hub else None
+        body: dict[str, Any]
+        if topic is not None:
+            body = {"event": "output.watched", "watched": self.subscriptions.watched(topic)}
+        elif node is not None:
+            body = {"event": "output.watched", "prefixes": self.subscriptions.of_node(node)}
+        else:
+            return
+        if self._told.get(entry.address) == body:
+            return
+        self._told[entry.address] = body
+        header = p.Header(kind=p.NOTIFY, sender="broker", target=entry.address)
+        self._send(entry.routing_id, header, body)
 
     # -- liveness (roost.broker.liveness) -------------------------------------------------------
 

@@ -419,9 +419,20 @@ def _linked_as(lab: Lab, name: str) -> zmq.Socket[Any]:
     sock.connect(lab.endpoint)
     body = {"address": f"{name}/node", "incarnation": "raw", "token": "", "meta": {}}
     sock.send_multipart([p.Header(kind=p.HELLO, rid="hello").encode(), p.pack(body)])
-    assert sock.poll(10_000)
-    assert p.Header.decode(sock.recv_multipart()[0]).kind == p.RESPONSE
+    assert p.Header.decode(_answer(sock)[0]).kind == p.RESPONSE
     return sock
+
+
+def _answer(sock: zmq.Socket[Any]) -> list[bytes]:
+    """The next message to a raw link that is not the broker's word on which output the hub's
+    clients watch (``output.watched``, after the hello and whenever it changes)."""
+    while True:
+        assert sock.poll(10_000)
+        frames = sock.recv_multipart()
+        header = p.Header.decode(frames[0])
+        if header.kind != p.NOTIFY or p.unpack(frames[1]).get("event") != "output.watched":
+            return frames
+        assert header.sender == "broker" and isinstance(p.unpack(frames[1])["prefixes"], list)
 
 
 def test_a_link_answers_and_relays_for_its_own_node_only(lab: Lab) -> None:
@@ -431,8 +442,7 @@ def test_a_link_answers_and_relays_for_its_own_node_only(lab: Lab) -> None:
             request = p.Header(kind=p.REQUEST, rid=f"to-{target}", method="hub.shutdown")
             request.target = target
             sock.send_multipart([request.encode(), p.pack({})])
-            assert sock.poll(10_000)
-            header, body = sock.recv_multipart()
+            header, body = _answer(sock)
             assert p.Header.decode(header).rid == f"to-{target}"
             assert p.unpack(body)["code"] == "forbidden"
         with lab.client() as c:  # nor answer what it was not asked
@@ -463,8 +473,7 @@ def test_a_link_answers_and_relays_for_its_own_node_only(lab: Lab) -> None:
             finally:
                 stream.close()
         assert not [t for t in seen if t.startswith("lab-a/")]  # another node's prefix: refused
-        assert sock.poll(5_000)
-        assert p.unpack(sock.recv_multipart()[1])["code"] == "forbidden"
+        assert p.unpack(_answer(sock)[1])["code"] == "forbidden"
     finally:
         sock.close(0)
     assert lab.hub.run("hub", "status")["pid"] > 0  # the hub.shutdown never reached the hub
@@ -595,3 +604,42 @@ def test_usage_through_the_hub_is_a_nodes(lab: Lab, project: Path) -> None:
     assert lab.run("usage", node="lab-b")["session"] == []
     refused = lab.error("usage")
     assert refused["code"] == "bad-request" and refused["detail"]["field"] == "node"
+
+
+def test_a_link_relays_only_the_output_a_hub_client_watches(lab: Lab, project: Path) -> None:
+    """No hub client subscribes to alpha's output: its node publishes none of it (its link does
+    not ask); a hub client subscribing to lab-a/o/<alpha> gets alpha's answers, and once it has
+    gone the node publishes none again."""
+    alpha = _spawn(lab, "lab-a", "alpha", project)
+    node = lab.nodes["lab-a"]
+    node.wait_screen(alpha, "echo-ready>")
+
+    def output() -> int:
+        return int(node.run("node", "status")["broker"]["output"])
+
+    def unwatched(text: str) -> bool:
+        before = output()
+        lab.run("prompt", alpha, text, node="lab-a")
+        node.wait_screen(alpha, f"echo: {text}")
+        return output() == before
+
+    wait_for(lambda: unwatched("nobody"), 20, "no output published for the link")
+    with lab.client() as client:
+        client.initialize()
+        client.via("lab-a/node")
+        stream = client.subscribe(f"o/{alpha}")
+        heard = bytearray()
+        try:
+
+            def relayed(n: list[int] = [0]) -> bool:  # noqa: B006 - a counter across tries
+                n[0] += 1
+                lab.run("prompt", alpha, f"relayed {n[0]}", node="lab-a")
+                while (message := stream.recv(0.3)) is not None:
+                    assert message[0] == f"o/{alpha}"
+                    heard.extend(message[1]["data"])
+                return b"echo: relayed" in heard
+
+            wait_for(relayed, 20, "alpha's output through the hub")
+        finally:
+            stream.close()
+    wait_for(lambda: unwatched("gone"), 20, "no output published once the hub client left")

@@ -209,3 +209,47 @@ def test_the_last_words_before_an_exit_are_read_before_the_exit_is_reported(
         return at_exit[0]
 
     assert asyncio.run(main()) == b"first LAST"
+
+
+def test_a_look_between_two_paced_reads_reads_what_waits(tmp_path: Path) -> None:
+    """With a long pace, what the agent writes after the first read waits in the terminal; a
+    look at the screen (read_now) hands it on at once, and the paced read then finds nothing
+    twice."""
+    script = (
+        "import os, sys, time\nos.write(1, b'first ')\nsys.stdin.readline()\n"
+        "os.write(1, b'second')\ntime.sleep(30)\n"
+    )
+
+    async def main() -> list[bytes]:
+        reads: list[bytes] = []
+        spec = kit.launch_spec(
+            argv=[sys.executable, "-c", script],
+            cwd=str(tmp_path),
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            rows=24,
+            cols=80,
+        )
+        agent = PtyAgent(spec, reads.append, lambda status: None)
+        agent.pace = 30.0  # the read after "first" would come 30 s later
+        agent.launch()
+        assert agent.pid is not None
+        try:
+            while b"first" not in b"".join(reads):
+                await asyncio.sleep(0.01)
+            agent.write(b"go\r")
+            deadline = asyncio.get_running_loop().time() + 10
+            while b"second" not in b"".join(reads):  # the echo of "go", then "second"
+                assert asyncio.get_running_loop().time() < deadline, reads
+                await asyncio.sleep(0.05)
+                agent.read_now()
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(agent.pid, signal.SIGKILL)
+            for task in list(agent._tasks):
+                task.cancel()
+        return reads
+
+    reads = asyncio.run(main())
+    joined = b"".join(reads)
+    assert joined.startswith(b"first ") and joined.endswith(b"second")
+    assert joined.count(b"second") == 1

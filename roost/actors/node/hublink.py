@@ -5,9 +5,11 @@ pair (the hub authorises that public key with the role ``node`` under the node i
 request a hub client addresses to ``<node-id>/node`` arrives here and goes on to the node's own
 broker as a client request, on a local connection with the caller's role (``r``, which the hub's
 broker stamps): the node applies its own rules, and its answer goes back the same way. Every event
-and output message the node publishes is relayed to the hub with its topic prefixed
-``<node-id>/``. The link holds no state: cut off from the hub, the node and its sessions run on,
-and the link's peer reconnects and registers again when the hub is back.
+the node publishes is relayed to the hub with its topic prefixed ``<node-id>/``, and the output
+of the sessions the hub's clients subscribe to (the hub's broker says which: ``output.watched``;
+all of it until a hub says so), so a session nobody watches is not published for the link.
+The link holds no state: cut off from the hub, the node and its sessions run on, and the link's
+peer reconnects and registers again when the hub is back.
 """
 
 from __future__ import annotations
@@ -159,6 +161,9 @@ class HubLink:
             },
         )
         self.peer.fallback = self._forward
+        self.peer.on_notify = self._on_notify
+        self._sub: zmq.asyncio.Socket | None = None
+        self._output = ["o/"]  # the output topics relayed: all, until the hub says which
         self._clients = {
             role: LocalClient(ctx, self._router, token, f"hub-link/{role}")
             for role, token in tokens.items()
@@ -185,11 +190,28 @@ class HubLink:
             raise RoostError("forbidden", "the hub named a role this node does not serve")
         return await client.call(header, body)
 
+    async def _on_notify(self, header: p.Header, body: dict[str, Any]) -> None:
+        """The hub's broker on which of this node's output topics its clients subscribe to."""
+        prefixes = body.get("prefixes")
+        if header.sender != "broker" or body.get("event") != "output.watched":
+            return
+        if not isinstance(prefixes, list) or not all(isinstance(x, str) for x in prefixes):
+            return
+        wanted = [x for x in prefixes if x.startswith("o/")]
+        if self._sub is not None:
+            for gone in set(self._output) - set(wanted):
+                self._sub.setsockopt(zmq.UNSUBSCRIBE, gone.encode())
+            for new in set(wanted) - set(self._output):
+                self._sub.setsockopt(zmq.SUBSCRIBE, new.encode())
+        self._output = wanted
+
     async def _relay(self) -> None:
-        """Every event and output message the node publishes, on to the hub under <node-id>/."""
-        sub = self._ctx.socket(zmq.SUB)
+        """Every event the node publishes, and the output the hub's clients want, on to the hub
+        under <node-id>/."""
+        self._sub = sub = self._ctx.socket(zmq.SUB)
         sub.setsockopt(zmq.LINGER, 0)
-        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        for prefix in ("e/", *self._output):
+            sub.setsockopt(zmq.SUBSCRIBE, prefix.encode())
         sub.connect(self._events)
         prefix = f"{self.node_id}/"
         try:
@@ -199,6 +221,7 @@ class HubLink:
                     topic = frames[0].decode(errors="replace")
                     self.peer.publish_packed(prefix + topic, frames[2])
         finally:
+            self._sub = None
             sub.close(0)
 
 

@@ -1,7 +1,8 @@
 """The session supervisor (address ``session/<record_id>``): one detached process per live session.
 
 In ``pty`` mode it owns the agent's PTY (``pty_agent``), feeds a pyte screen, appends raw output to
-the transcript and publishes it with byte offsets, and types input only after its event is
+the transcript and publishes it with byte offsets while anyone subscribes to it (the broker says
+so; unwatched, it reads its terminal at a slower pace), and types input only after its event is
 committed. Its signal channel (``signals``), bound before the agent starts, takes the exact
 signals of the CLI's hooks and of OSC 9 notifications in its output (``osc9``), as evidence the
 screen's verdicts are weighed against (``verdicts``). In ``stream`` mode it runs one headless
@@ -44,7 +45,7 @@ from roost.actors.supervisor.fanout import Fanout
 from roost.actors.supervisor.keyboard import Keyboard
 from roost.actors.supervisor.osc9 import Osc9Scanner, meaning, rules
 from roost.actors.supervisor.outbox import Outbox
-from roost.actors.supervisor.pty_agent import PtyAgent
+from roost.actors.supervisor.pty_agent import READ_PACE_S, UNWATCHED_PACE_S, PtyAgent
 from roost.actors.supervisor.pty_backend import ExitStatus
 from roost.actors.supervisor.signals import SignalChannel, socket_path
 from roost.actors.supervisor.terminal import Terminal, Transcript
@@ -79,6 +80,10 @@ class Supervisor:
         self.term = Terminal(spec["rows"], spec["cols"])
         self.transcript = Transcript(self.dir)
         self.fanout = Fanout(self._publish)
+        # whether a subscriber takes this session's output: until the broker says otherwise, yes
+        # (a broker that does not say publishes to whoever is there, as before)
+        self.watched = True
+        peer.on_notify = self._on_notify
         self.deliver = Deliverer(
             peer, self.provider, self.instance_id, self._render, self.learn, directory=self.dir
         )
@@ -137,6 +142,8 @@ class Supervisor:
         env = {k: v for k, v in self.spec["env"].items() if k not in ws.ENV_NAMES}
         self.spec["env"] = {**env, **self.channel.env()}
         self.agent = PtyAgent(self.spec, self._on_output, self._on_exit)
+        self.agent.pace = READ_PACE_S if self.watched else UNWATCHED_PACE_S
+        self.term.before_read = self.agent.read_now
         self.agent.on_drained = self.keyboard.update_gate
         self.agent.launch()
         log.info("agent-started", record=self.record_id, pid=self.agent.pid)
@@ -148,7 +155,8 @@ class Supervisor:
         ``fanout``, ``classifying``)."""
         offset = self.transcript.append(data)
         self.term.feed(data)
-        self.fanout.push(offset, data)
+        if self.watched:
+            self.fanout.push(offset, data)
         self.classifier.changed()
         if self._osc9_rules:
             for text, end in self._osc9.feed(data):
@@ -175,8 +183,23 @@ class Supervisor:
         }
         self.channel.inject(sig)
 
+    async def _on_notify(self, header: p.Header, body: dict[str, Any]) -> None:
+        """The broker's word on whether anyone subscribes to this session's output."""
+        if header.sender == "broker" and body.get("event") == "output.watched":
+            self.watch(body.get("watched") is not False)
+
+    def watch(self, watched: bool) -> None:
+        """Publish the output and read the terminal at the attached pace while watched; else
+        neither (the transcript and the screen take every byte either way: a subscriber that
+        comes later reads what it missed from the transcript)."""
+        if watched != self.watched:
+            log.info("output-watched" if watched else "output-unwatched", record=self.record_id)
+        self.watched = watched
+        if self.agent is not None:
+            self.agent.pace = READ_PACE_S if watched else UNWATCHED_PACE_S
+
     def _publish(self, offset: int, data: bytes) -> None:
-        if self.peer.registered.is_set():
+        if self.peer.registered.is_set() and self.watched:
             self.peer.publish(
                 f"o/{self.record_id}",
                 {

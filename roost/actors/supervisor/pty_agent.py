@@ -42,6 +42,10 @@ WATCH_S = 1.0  # where there is no pidfd (not Linux, or a kernel before 5.3)
 # waits behind it, so a read that size means a writer faster than the pace (a flood), which is
 # never held up.
 READ_PACE_S = 0.05
+# The pace while nobody subscribes to the session's output: only the screen (read by the
+# classifier about once a second while output flows) and the transcript take it then, and a
+# pty turn's end is still seen well within a second of its last byte.
+UNWATCHED_PACE_S = 0.25
 PACE_BELOW = 4095
 
 
@@ -60,6 +64,7 @@ class PtyAgent:
         self._tasks: set[asyncio.Task[None]] = set()
         self._unwritten = bytearray()  # typed, not yet taken by the terminal
         self.on_drained: Callable[[], None] | None = None  # the terminal took all that waited
+        self._reading_now = False  # read_now under way (its output may look at the screen)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -165,6 +170,29 @@ class PtyAgent:
             loop.call_later(self.pace, self._paced)
         else:
             loop.add_reader(pty.fd, self._readable)
+
+    def read_now(self) -> None:
+        """Hand on what the terminal holds now, without waiting for the pace: a look at the
+        screen (a client's, the classifier's, the typing's) between two paced reads sees all
+        the agent has written. The paced read or the reader still comes as planned (and finds
+        less, or nothing); the end of the output is left to them."""
+        pty = self.pty
+        if pty is None or pty.fd is None or self.exit is not None or self._reading_now:
+            return
+        self._reading_now = True
+        try:
+            for _ in range(64):  # at most 4 MiB: a flood is read by the reader, not a look
+                try:
+                    data = pty.read(READ_CHUNK)
+                except OSError:  # BlockingIOError: nothing now; EIO: closed, seen by the reader
+                    return
+                if not data:
+                    return
+                self._on_output(data)
+                if len(data) < PACE_BELOW:
+                    return
+        finally:
+            self._reading_now = False
 
     def _take(self, data: bytes) -> bool:
         """Hand a read's output on; an empty read (the terminal closed) ends the reading and

@@ -12,7 +12,9 @@ the screen (the classifier, a client, the checks) or the backlog passes ``BACKLO
 of a long run of scrolling text pyte is fed only what can still be on the screen when it ends
 (``scrolling``). Emulating every byte cost seconds of CPU per MB (pyte builds a named
 tuple per character); a flood now costs its tail. What the screen shows after the output is
-exactly what emulating every byte shows.
+exactly what emulating every byte shows. Before the screen is read, ``before_read`` lets the
+supervisor take what the agent wrote since its last paced read, so a look never sees a screen
+older than the agent's last write.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pyte
@@ -42,6 +45,8 @@ class Terminal:
         self._held = 0  # bytes in the backlog
         self.skipped = 0  # bytes of output pyte was never fed (they scrolled away)
         self._text: str | None = None  # the screen's text, until the next output or resize
+        # called before the screen is read: the supervisor takes what the agent wrote meanwhile
+        self.before_read: Callable[[], None] = _nothing
 
     def feed(self, data: bytes) -> None:
         data = self._escapes.feed(data)
@@ -56,6 +61,7 @@ class Terminal:
     @property
     def screen(self) -> pyte.Screen:
         """The pyte screen, with everything fed so far on it."""
+        self.before_read()
         self._catch_up()
         self._text = None  # the caller may change it
         return self._emulator.screen
@@ -68,6 +74,7 @@ class Terminal:
     def text(self) -> str:
         """The screen's text, read once per change (the classifier, a client and the checks
         may each ask between two outputs)."""
+        self.before_read()
         if self._text is None:
             self._catch_up()
             self._text = self._emulator.text()
@@ -75,10 +82,12 @@ class Terminal:
 
     def title(self) -> str:
         """The window title the program set last (OSC 0 or 2), "" before any."""
+        self.before_read()
         self._catch_up()
         return self._emulator.title()
 
     def cursor(self) -> dict[str, int]:
+        self.before_read()
         self._catch_up()
         return self._emulator.cursor()
 
@@ -123,6 +132,10 @@ class Terminal:
             return stop
         emulator.feed(data[done:])
         return len(data)
+
+
+def _nothing() -> None:
+    pass
 
 
 TRANSCRIPT_LIMIT = 8 * 1024 * 1024  # per file; one rotated file is kept beside the current
