@@ -8,7 +8,9 @@ supervisor's CPU against the tmux server's over the replay, and the final screen
 A real supervisor through a real node is measured, not the terminal in-process: what a session's
 output costs is the supervisor's whole output path (the PTY reads, the transcript, the publish,
 the classifier's looks and the screen), and the classifier's pace (a look about once a second
-while output flows) decides how much of it the screen emulates.
+while output flows) decides how much of it the screen emulates. Nobody is attached on either
+side (the tmux session is detached): the roost session is unwatched, so its output is read at
+the unwatched pace and not published.
 """
 
 from __future__ import annotations

@@ -94,6 +94,7 @@ def test_every_look_during_a_recorded_answer_is_exact(provider: str) -> None:
 Piece = Callable[[random.Random, int, int], bytes]
 REDRAWS: list[Piece] = [
     lambda r, h, w: b"\x1b[%d;%dH%s" % (r.randint(0, h + 2), r.randint(0, w + 2), text(r, w)),
+    lambda r, h, w: r.choice([b"\x1b[m", b"\x1b[0m", b"\x1b[1m", b"\x1b[0;7m", b"\x1b[22;39m"]),
     lambda r, h, w: b"\x1b[%dH" % r.randint(0, h + 1),
     lambda r, h, w: b"\x1b[;%df" % r.randint(0, w + 1),
     lambda r, h, w: text(r, w),
@@ -145,6 +146,18 @@ def test_the_style_table_refills_without_losing_a_cell() -> None:
         b"\x1b[%d;%dH\x1b[38;5;%dmx" % (i // 40 + 1, i % 40 + 1, i % 256) for i in range(600)
     )
     fast, slow = Emulator(20, 40), Emulator(20, 40, fast=False)
+    fast.feed(data)
+    slow.feed(data)
+    same(fast, slow)
+
+
+def test_a_style_set_again_is_the_one_pyte_makes_under_either_screen_mode() -> None:
+    """The same SGRs from the same style, before and after DECSCNM (reverse video, which an
+    SGR 0's default style reads) is switched: the styles remembered for them are not reused
+    across it."""
+    once = b"\x1b[1;31mA\x1b[27mB\x1b[0mC\x1b[7mD\x1b[mE"  # 27: reverse off under DECSCNM too
+    data = once + b"\x1b[?5h" + once  # (a DECSCNM reset would set every cell's reverse alike)
+    fast, slow = Emulator(4, 20), Emulator(4, 20, fast=False)
     fast.feed(data)
     slow.feed(data)
     same(fast, slow)

@@ -71,6 +71,7 @@ MODES = frozenset("hl")
 CELL_MODES = {DECCOLM, DECSCNM}  # modes whose change rewrites cells
 STYLES = 255  # style ids kept aside (one byte each)
 MAX = 9999  # pyte's cap on a CSI parameter
+SGR_KEPT = 4096  # SGR results remembered (the lot is forgotten past it)
 SAME = re.compile(rb"([^\x00])\1*")  # a run of cells kept aside in one style
 
 
@@ -92,6 +93,10 @@ class Redraw:
         self.chars: dict[int, list[str]] = {}  # row -> the character kept aside per column
         self.kept: dict[int, bytearray] = {}  # row -> the style id per column (0: none)
         self._sized = (0, 0)
+        # (a style, an SGR's parameters, DECSCNM) -> the style it makes: pyte's
+        # select_graphic_rendition is a function of those, and a TUI sets the same few styles
+        # over and over
+        self.sgr: dict[tuple[Any, str, bool], Any] = {}
         self._lines: dict[str, int] = {}
         self._columns: dict[str, int] = {}
 
@@ -116,7 +121,7 @@ class Redraw:
         stream, screen = self.stream, self.screen
         csi, basic = self.csi, self.basic
         match, parse = TOKEN.match, pyte.Stream.feed
-        rows, kept = self.chars, self.kept
+        rows, kept, sgr = self.chars, self.kept, self.sgr
         at, end = 0, len(text)
         while at < end and not stream._taking_plain_text:  # inside a sequence from before
             parse(stream, text[at])
@@ -181,8 +186,17 @@ class Redraw:
                 chars[x : x + size] = run
                 kept[y][x : x + size] = fill[:size]
                 cursor.x = x + size
-            elif kind == 6:  # SGR
-                csi["m"](*_params(token.group(6)))
+            elif kind == 6:  # SGR: the style it makes of the cursor's, once per pair
+                # (and per DECSCNM, which pyte's default style, an SGR 0, reads)
+                key = (cursor.attrs, token.group(6), DECSCNM in screen.mode)
+                made = sgr.get(key)
+                if made is None:
+                    csi["m"](*_params(key[1]))
+                    made = sgr[key] = cursor.attrs
+                    if len(sgr) > SGR_KEPT:
+                        sgr.clear()
+                else:
+                    cursor.attrs = made
                 style = 0
             elif kind == 9:
                 private, params, final = token.group(7, 8, 9)
