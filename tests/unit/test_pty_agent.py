@@ -16,6 +16,7 @@ import pytest
 from roost.actors.supervisor import pty_agent
 from roost.actors.supervisor.pty_agent import PtyAgent
 from roost.actors.supervisor.pty_backend import ExitStatus
+from roost.wire.messages import LaunchSpec
 from tests import kit
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="a POSIX PTY")
@@ -114,6 +115,12 @@ time.sleep(30)
 """
 
 
+def _spec(tmp_path: Path, argv: list[str]) -> LaunchSpec:
+    """The launch of ``argv`` in a 24x80 terminal, with only PATH from the environment."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    return kit.launch_spec(argv=argv, cwd=str(tmp_path), env=env, rows=24, cols=80)
+
+
 def _reads(tmp_path: Path, argv: list[str], done: bytes, pace: float) -> list[tuple[float, int]]:
     """The supervisor's reads of an agent's output (loop time, bytes) until ``done`` shows."""
 
@@ -129,13 +136,7 @@ def _reads(tmp_path: Path, argv: list[str], done: bytes, pace: float) -> list[tu
             if done in seen:
                 ended.set()
 
-        spec = kit.launch_spec(
-            argv=argv,
-            cwd=str(tmp_path),
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-            rows=24,
-            cols=80,
-        )
+        spec = _spec(tmp_path, argv)
         agent = PtyAgent(spec, output, lambda status: None)
         agent.pace = pace
         agent.launch()
@@ -191,13 +192,7 @@ def test_the_last_words_before_an_exit_are_read_before_the_exit_is_reported(
     async def main() -> bytes:
         seen = bytearray()
         at_exit: list[bytes] = []
-        spec = kit.launch_spec(
-            argv=[sys.executable, "-c", script],
-            cwd=str(tmp_path),
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-            rows=24,
-            cols=80,
-        )
+        spec = _spec(tmp_path, [sys.executable, "-c", script])
         agent = PtyAgent(spec, seen.extend, lambda status: at_exit.append(bytes(seen)))
         agent.pace = 30.0  # the read after "first" would come long after the exit
         agent.launch()
@@ -222,13 +217,7 @@ def test_a_look_between_two_paced_reads_reads_what_waits(tmp_path: Path) -> None
 
     async def main() -> list[bytes]:
         reads: list[bytes] = []
-        spec = kit.launch_spec(
-            argv=[sys.executable, "-c", script],
-            cwd=str(tmp_path),
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-            rows=24,
-            cols=80,
-        )
+        spec = _spec(tmp_path, [sys.executable, "-c", script])
         agent = PtyAgent(spec, reads.append, lambda status: None)
         agent.pace = 30.0  # the read after "first" would come 30 s later
         agent.launch()
