@@ -119,6 +119,7 @@ class Broker:
         for entry in self.registry.actors():
             if entry.address.startswith(prefixes):
                 self.registry.remove(entry.address)
+                self._told.pop(entry.address, None)
                 log.info("peer-down", address=entry.address, reason="process exited")
 
     def _add_sockets(self, options: dict[int, Any]) -> tuple[zmq.Socket[Any], zmq.Socket[Any]]:
@@ -540,6 +541,7 @@ class Broker:
 
     def _expire(self, entry: PeerEntry) -> None:
         self.registry.expire(entry.address)
+        self._told.pop(entry.address, None)
         log.info("peer-down", address=entry.address, reason="connection dropped")
         self._notify_node(
             {
