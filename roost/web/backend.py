@@ -34,6 +34,7 @@ from roost.wire.errors import RoostError
 from roost.wire.policy import HUB, node_address
 
 Key = tuple[str, str]  # (node id or "", record id)
+NODES_S = 5.0  # through a hub: how often the linked nodes are asked for (a node that links later)
 CHECK_S = 3.0  # silence after which the node (or hub) is asked whether it is still the same one
 CALL_S = 15.0
 FEED_QUEUE = 512  # list messages a browser may fall behind by before it is sent the whole list
@@ -105,6 +106,7 @@ class Backend:
         self.listeners: list[Callable[[dict[str, Any]], None]] = []  # every notice (web push)
         self.terms: dict[Key, set[Term]] = {}
         self.seqs: dict[str, int] = {}
+        self.nodes: set[str] = set()  # through a hub: the nodes whose events are subscribed to
         self._dirty: set[Key] = set()
         self._dirty_wake = asyncio.Event()
         self._relist = asyncio.Event()
@@ -136,6 +138,8 @@ class Backend:
             asyncio.create_task(self._read_events()),
             asyncio.create_task(self._refresher()),
         ]
+        if self.hub:
+            self._tasks.append(asyncio.create_task(self._new_nodes()))
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -198,7 +202,10 @@ class Backend:
     # -- the list ---------------------------------------------------------------------------
 
     async def relist(self) -> None:
-        """The whole list again (at start, after a jump in the log or a restart)."""
+        """The whole list again (at start, after a jump in the log or a restart); through a
+        hub, every linked node's events are followed first."""
+        if self.hub:
+            await self._follow_nodes()
         doc = await self.call("session.list", {})
         keep = set(doc.get("unanswered") or [])
         old = self.entries
@@ -274,22 +281,51 @@ class Backend:
     # -- events and output ------------------------------------------------------------------
 
     def _subscribe(self) -> None:
+        """The events (through a hub: each followed node's) and the output of the sessions a
+        page shows, nothing more: a session's output is published only while someone
+        subscribes to it."""
         if self._sub is not None:
             self._sub.close(0)
         sock = self._zctx.socket(zmq.SUB)
         sock.setsockopt(zmq.LINGER, 0)
         if self._curve is not None:
             self._curve.apply(sock)
-        prefixes = [""] if self.hub else ["e/", *(f"o/{k[1]}" for k in self.terms)]
-        for prefix in prefixes:
-            sock.setsockopt(zmq.SUBSCRIBE, (self.topic_prefix + prefix).encode())
+        events = [f"{node}/e/" for node in self.nodes] if self.hub else [self.topic_prefix + "e/"]
+        # a hub with no node followed yet: "hub/" matches nothing (no node is called hub)
+        for topic in [*(events or ["hub/"]), *map(self._output_topic, self.terms)]:
+            sock.setsockopt(zmq.SUBSCRIBE, topic.encode())
         sock.connect(self.events_endpoint)
         self._sub = sock
 
+    def _output_topic(self, key: Key) -> str:
+        return f"{key[0]}/o/{key[1]}" if self.hub else f"{self.topic_prefix}o/{key[1]}"
+
+    async def _follow_nodes(self) -> None:
+        """Through a hub: subscribe to the events of every node linked now."""
+        doc = await self.call("hub.nodes", {})
+        for item in doc.get("nodes") or []:
+            node = str(item.get("node_id") or "")
+            if node and item.get("linked") and node not in self.nodes:
+                self.nodes.add(node)
+                if self._sub is not None:
+                    self._sub.setsockopt(zmq.SUBSCRIBE, f"{node}/e/".encode())
+
+    async def _new_nodes(self) -> None:
+        """Through a hub: a node that links later is followed, and its records listed, within
+        ``NODES_S`` (the hub publishes nothing of its own to say so)."""
+        while True:
+            await asyncio.sleep(NODES_S)
+            known = set(self.nodes)
+            with contextlib.suppress(RoostError):
+                await self._follow_nodes()
+            if self.nodes != known:
+                self._relist.set()
+                self._dirty_wake.set()
+
     def watch(self, term: Term) -> None:
         watchers = self.terms.setdefault(term.key, set())
-        if not watchers and not self.hub and self._sub is not None:
-            self._sub.setsockopt(zmq.SUBSCRIBE, f"{self.topic_prefix}o/{term.key[1]}".encode())
+        if not watchers and self._sub is not None:
+            self._sub.setsockopt(zmq.SUBSCRIBE, self._output_topic(term.key).encode())
         watchers.add(term)
 
     def unwatch(self, term: Term) -> None:
@@ -299,9 +335,8 @@ class Backend:
         watchers.discard(term)
         if not watchers:
             del self.terms[term.key]
-            if not self.hub and self._sub is not None:
-                topic = f"{self.topic_prefix}o/{term.key[1]}".encode()
-                self._sub.setsockopt(zmq.UNSUBSCRIBE, topic)
+            if self._sub is not None:
+                self._sub.setsockopt(zmq.UNSUBSCRIBE, self._output_topic(term.key).encode())
 
     async def _read_events(self) -> None:
         loop = asyncio.get_running_loop()

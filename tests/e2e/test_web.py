@@ -22,7 +22,7 @@ from roost.web.backend import TERM_QUEUE_BYTES, Term
 from roost.wire.errors import RoostError
 from tests.e2e.conftest import Node, free_port, wait_for
 from tests.e2e.netns import Hosts
-from tests.e2e.test_hub import Lab, _spawn, lab
+from tests.e2e.test_hub import NODES, Lab, _spawn, lab
 
 __all__ = ["lab"]  # the hub's lab fixture (tests/e2e/test_hub.py)
 
@@ -418,6 +418,49 @@ def test_through_a_hub_every_nodes_records_and_terminals(lab: Lab, project: Path
 
         asyncio.run(scenario())
         assert lab.run("show", "on-b", node="lab-b")["record"]["size"] == {"rows": 30, "cols": 100}
+    finally:
+        web.close()
+
+
+def test_through_a_hub_a_node_that_links_later_is_followed_and_no_output_is_relayed(
+    lab: Lab, project: Path
+) -> None:
+    """The page's list subscribes to each node's events, not to everything: no session's output
+    is published on its node while no page shows its terminal; a node that links after the
+    server started is followed, its spawn showing on the list from its events."""
+    b = lab.nodes["lab-b"]
+    b.run("node", "stop")
+    lab.wait_linked({"lab-a"})
+    _spawn(lab, "lab-a", "on-a", project)
+    web = Web(lab.hub, "--listen", "127.0.0.1:0", options=tuple(lab.remote()))
+    try:
+        base = web.url.rstrip("/")
+        a = lab.nodes["lab-a"]
+        a.wait_screen("on-a", "echo-ready>")
+
+        def unwatched(text: str) -> bool:
+            before = a.run("node", "status")["broker"]["output"]
+            lab.run("prompt", "on-a", text, node="lab-a")
+            a.wait_screen("on-a", f"echo: {text}")
+            return bool(a.run("node", "status")["broker"]["output"] == before)
+
+        async def scenario() -> None:
+            async with aiohttp.ClientSession() as client:
+                ws_base = base.replace("http", "ws")
+                async with client.ws_connect(ws_base + "/ws/list", headers={"Origin": base}) as ws:
+                    first = await ws.receive_json(timeout=10)
+                    assert {e["node"] for e in first["entries"]} == {"lab-a"}
+                    await asyncio.to_thread(wait_for, lambda: unwatched("listed"), 20, "none")
+                    await asyncio.to_thread(b.up)
+                    await asyncio.to_thread(lab.wait_linked, set(NODES))
+                    await asyncio.to_thread(_spawn, lab, "lab-b", "on-b", project)
+                    while True:  # from lab-b's events (or its listing once followed)
+                        got = await ws.receive_json(timeout=30)
+                        entries = got.get("entries") or [got.get("entry") or {}]
+                        if any(e.get("node") == "lab-b" for e in entries):
+                            break
+
+        asyncio.run(scenario())
     finally:
         web.close()
 
