@@ -24,6 +24,9 @@ class Screen:
     def text(self) -> str:
         return self.shown
 
+    def before_read(self) -> None:
+        """What the agent wrote meanwhile is all in ``shown`` already."""
+
 
 class Peer(kit.FakePeer):
     """``adapter.classify`` answers with the screen it was given, after ``gate`` opens; the

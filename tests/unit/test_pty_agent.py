@@ -121,6 +121,15 @@ def _spec(tmp_path: Path, argv: list[str]) -> LaunchSpec:
     return kit.launch_spec(argv=argv, cwd=str(tmp_path), env=env, rows=24, cols=80)
 
 
+def _end(agent: PtyAgent) -> None:
+    """The agent's process group killed and its tasks cancelled (the test's loop ends next)."""
+    if agent.pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(agent.pid, signal.SIGKILL)
+    for task in list(agent._tasks):
+        task.cancel()
+
+
 def _reads(tmp_path: Path, argv: list[str], done: bytes, pace: float) -> list[tuple[float, int]]:
     """The supervisor's reads of an agent's output (loop time, bytes) until ``done`` shows."""
 
@@ -144,10 +153,7 @@ def _reads(tmp_path: Path, argv: list[str], done: bytes, pace: float) -> list[tu
         try:
             await asyncio.wait_for(ended.wait(), 60)
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(agent.pid, signal.SIGKILL)
-            for task in list(agent._tasks):
-                task.cancel()
+            _end(agent)
         return reads
 
     return asyncio.run(main())
@@ -232,10 +238,7 @@ def test_a_look_between_two_paced_reads_reads_what_waits(tmp_path: Path) -> None
                 await asyncio.sleep(0.05)
                 agent.read_now()
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(agent.pid, signal.SIGKILL)
-            for task in list(agent._tasks):
-                task.cancel()
+            _end(agent)
         return reads
 
     reads = asyncio.run(main())

@@ -152,6 +152,10 @@ class ScreenClassifier:
         due = max(loop.time() + SETTLE_S, self._round_at + self._flowing)
         while self.unclassified:
             await self._quiet_or(due)
+            # what the agent wrote since the terminal was last read is this round's to see: taken
+            # before the flags below (read while the screen is read, it would count as new
+            # output after this round, and call for another)
+            self.sup.term.before_read()
             started = self._round_at = loop.time()
             self.rounds += 1
             number, urgent, output = self.rounds, self._urgent, self._output
