@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import Node, wait_for
+from tests.e2e.test_reboot import _spawned, _talked
 
 
 def _output(node: Node) -> int:
@@ -17,14 +18,7 @@ def _output(node: Node) -> int:
 
 
 def _spawn(node: Node, project: Path, name: str) -> str:
-    rid = str(node.run("spawn", "echo", "--name", name, "--cwd", str(project))["record"]["id"])
-    node.wait_screen(rid, "echo-ready>")
-    return rid
-
-
-def _prompt(node: Node, rid: str, text: str) -> None:
-    node.run("prompt", rid, text)
-    node.wait_screen(rid, f"echo: {text}")
+    return str(_spawned(node, name, project)["id"])
 
 
 def test_output_is_published_only_while_someone_subscribes(node: Node, tmp_path: Path) -> None:
@@ -33,7 +27,7 @@ def test_output_is_published_only_while_someone_subscribes(node: Node, tmp_path:
 
     def unwatched(text: str) -> bool:  # a prompt's answer is not published
         before = _output(node)
-        _prompt(node, rid, text)
+        _talked(node, rid, text)
         return _output(node) == before
 
     wait_for(lambda: unwatched("nobody"), 15, "output not published while nobody watches")
@@ -45,7 +39,7 @@ def test_output_is_published_only_while_someone_subscribes(node: Node, tmp_path:
 
             def heard(n: list[int] = [0]) -> bool:  # noqa: B006 - a counter across tries
                 n[0] += 1
-                _prompt(node, rid, f"seen {n[0]}")
+                _talked(node, rid, f"seen {n[0]}")
                 while (message := stream.recv(0.3)) is not None:
                     got.append(message[1])
                 return any(b"echo: seen" in m["data"] for m in got)

@@ -142,7 +142,7 @@ class Supervisor:
         env = {k: v for k, v in self.spec["env"].items() if k not in ws.ENV_NAMES}
         self.spec["env"] = {**env, **self.channel.env()}
         self.agent = PtyAgent(self.spec, self._on_output, self._on_exit)
-        self.agent.pace = READ_PACE_S if self.watched else UNWATCHED_PACE_S
+        self.watch(self.watched)  # the pace the broker's word so far asks for
         self.term.before_read = self.agent.read_now
         self.agent.on_drained = self.keyboard.update_gate
         self.agent.launch()
