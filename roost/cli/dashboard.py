@@ -345,7 +345,10 @@ class Dashboard(App[None]):
         if self.note:
             line.append(f" · {self.note}")
         line.append(f" · {self.where} · ? keys")
-        self.part("#status").update(line)
+        base = self.screen_stack[:1]
+        found = next(base[0].query("#status").results(Static), None) if base else None
+        if found is not None:  # not while the app closes (its widgets go one by one)
+            found.update(line)
 
     # keys
 
