@@ -223,3 +223,26 @@ def test_the_id_may_come_from_the_screen(node: Node, project: Path, home: Path) 
         lambda: r if (r := node.record(rec["id"]))["provider_session"] else None, 10, "the id"
     )
     assert [learned["provider_session"]] == list(conversations(home))
+
+
+def test_a_screen_busy_while_a_prompt_is_typed_is_the_prompt_s_turn(
+    node: Node, project: Path, home: Path, tmp_path: Path
+) -> None:
+    """A CLI whose screen reads busy as a prompt is typed, before its submit key (codex flashes
+    its title's spinner so), with a submit delay that lets a round read it: each prompt is one
+    turn, its end told once."""
+    told_path = tmp_path / "told.jsonl"
+    table = provider("quill", str(FAKE), home).replace(RESUME, RESUME + "\nsubmit_delay_s = 0.4")
+    node.config.write_text(table + notify_to(told_path))
+    node.up()
+    spawned = node.run("spawn", "quill", "--cwd", str(project), "--env", "QUILL_FLASH=1")
+    rid = spawned["record"]["id"]
+    activity(node, rid, "ready")
+    for n in range(1, 4):
+        node.run("prompt", rid, f"prompt {n}")
+        node.wait_screen(rid, f"quill: you said prompt {n}")
+        wait_for(lambda: len(told(told_path, "turn-end")) >= n, 15, f"turn {n}'s end")  # noqa: B023
+        activity(node, rid, "ready")
+    classified = [e["data"] for e in node.events() if e["kind"] == "session.classified"]
+    assert sum(1 for c in classified if c.get("turn_end")) == 3, classified
+    assert len(told(told_path, "turn-end")) == 3

@@ -61,6 +61,7 @@ class Sup:
     def __init__(self, peer: Peer) -> None:
         self.peer, self.term, self.provider, self.exit = peer, Screen(), "claude", None
         self.identity: str | None = "known"
+        self.typing = False  # an input being typed
         self.checks = Checks()
         self.verdicts: list[str] = []
         self.screens: list[str | None] = []  # the screen each verdict read

@@ -126,3 +126,23 @@ def test_a_turn_start_signal_the_screen_never_bears_out_is_a_disagreement() -> N
 
 def signal(kind: str) -> Any:
     return {"kind": kind, "source": "hook", "event": "", "data": {}}
+
+
+def test_a_screen_read_busy_while_a_prompt_is_typed_begins_no_turn_of_its_own() -> None:
+    """codex flashes its title's spinner as a prompt's text is typed, before the submit key:
+    a round that reads it is the TUI answering the keys, not a turn typed elsewhere; the prompt
+    is one turn, ended once by its signal."""
+    ledger = Ledger()
+    assert ledger.judge("busy", 3, 0.0, False, typing=True) == 0
+    ledger.begin(3, typed=True)  # the submit key, then the prompt's turn
+    assert ledger.judge("ready", 4, 0.0, True) == 1
+    assert ledger.judge("ready", 5, QUIET, False) == 0
+
+
+def test_a_busy_screen_read_before_a_prompt_is_not_its_turn_s_busy() -> None:
+    ledger = Ledger()
+    ledger.begin(3, typed=True)
+    assert ledger.judge("busy", 3, 0.0, False) == 0  # that round read the screen before
+    assert ledger.judge("ready", 4, 0.0, False) is None  # not ended: never seen busy since
+    assert ledger.judge("busy", 5, 0.0, False) == 0
+    assert ledger.judge("ready", 6, 0.0, False) == 1

@@ -126,6 +126,10 @@ class Supervisor:
             "instance": self.instance_id,
         }
 
+    @property
+    def typing(self) -> bool:
+        return self.keyboard.typing
+
     def _stamp(self, entry: OutboxEntry) -> OutboxEntry:
         return {**entry, "record": self.record_id, "generation": self.generation}
 
@@ -409,7 +413,7 @@ class Supervisor:
             "generation": self.generation,
             "classification": self.classification or None,
             "turn": self.turns.running if self.turns else None,
-            "accepting": self.turns.preparing if self.turns else self.keyboard.typing,
+            "accepting": self.turns.preparing if self.turns else self.typing,
             "undelivered": self.outbox.size,
         }
 

@@ -163,11 +163,11 @@ class ScreenClassifier:
             flowing = started - self._changed_at < self._settle()  # output goes on as it begins
             before = self._verdict
             self.unclassified = False  # from here on, new output means another round
-            request = self._request()
+            request, typing = self._request(), self.sup.typing  # the screen and the keys at once
             reuse = started - self._answered_at < REUSE_S and not urgent
             if reuse and self._verdict is not None and same_request(self._answered, request):
                 self.skipped += 1
-                self._judge(self._verdict, number, output, started, request["screen"])
+                self._judge(self._verdict, number, output, started, request["screen"], typing)
                 due = started + self._pace(before, self._verdict, flowing and not urgent)
                 continue
             try:
@@ -183,7 +183,7 @@ class ScreenClassifier:
                 continue
             retry, self.failures = RETRY_S[0], 0
             self._answered, self._answered_at, self._verdict = request, started, result
-            self._judge(result, number, output, started, request["screen"])
+            self._judge(result, number, output, started, request["screen"], typing)
             due = started + self._pace(before, result, flowing and not urgent)
             if self.sup.identity is None:
                 await self.sup.checks.discover()
@@ -196,10 +196,16 @@ class ScreenClassifier:
         return self._flowing
 
     def _judge(
-        self, result: dict[str, Any], number: int, output: bool, started: float, screen: str
+        self,
+        result: dict[str, Any],
+        number: int,
+        output: bool,
+        started: float,
+        screen: str,
+        typing: bool,
     ) -> None:
         quiet_s = started - self._changed_at
-        self.verdicts.take(result, number, output, quiet_s, started, screen=screen)
+        self.verdicts.take(result, number, output, quiet_s, started, screen=screen, typing=typing)
 
     async def _quiet_or(self, due: float) -> None:
         """Wait until ``due``, or less: until the output has been quiet for ``SETTLE_S``, or

@@ -50,6 +50,11 @@ class Session(Protocol):
     @property
     def checks(self) -> Checks: ...
 
+    @property
+    def typing(self) -> bool:
+        """An input is being typed into the agent now."""
+        ...
+
     def pty(self, header: p.Header) -> PtyAgent:
         """The PTY agent a request for this generation may type into (else a stable error)."""
         ...

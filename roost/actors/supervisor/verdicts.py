@@ -18,11 +18,13 @@ never gets here (``signals`` drops it).
 
 Every pty turn has a start and an end (``Ledger``), with signals or without. A turn starts when
 a prompt is typed, on a ``turn-start`` signal, or when the screen reads busy with no turn open (a
-prompt typed through ``roost attach``). It ends on the first ready verdict of a round begun after
-it started, once the screen was seen busy, or a ``turn-end`` signal bears the end out, or the ready
-screen has been quiet for ``QUIET_END_S`` (an agent that answered before its screen ever read
-busy). A ``turn-end`` signal with no turn open ends the turn the screen ended already (it is
-reported ``via`` ``"both"``) or, when that one had its signal, a turn nobody saw start.
+prompt typed through ``roost attach``; not a screen read while roost types an input: that is the
+TUI answering the keys, and a prompt begins its own turn). It ends on the first ready verdict of a
+round begun after it started, once a round begun after it started read the screen busy, or a
+``turn-end`` signal bears the end out, or the ready screen has been quiet for ``QUIET_END_S`` (an
+agent that answered before its screen ever read busy). A ``turn-end`` signal with no turn open
+ends the turn the screen ended already (it is reported ``via`` ``"both"``) or, when that one had
+its signal, a turn nobody saw start.
 Prompts typed before the screen shows their turn's end are one turn each, all ending together.
 """
 
@@ -74,13 +76,19 @@ class Ledger:
         self.open += 1
         self.begun_round, self.claimable = rounds, False
 
-    def judge(self, state: str, number: int, quiet_s: float, signal_end: bool) -> int | None:
+    def judge(
+        self, state: str, number: int, quiet_s: float, signal_end: bool, *, typing: bool = False
+    ) -> int | None:
         """How many turns the verdict of round ``number`` ends (None: ask again once the screen
-        has been quiet for ``QUIET_END_S``)."""
+        has been quiet for ``QUIET_END_S``). ``typing``: the round read the screen while roost
+        was typing an input into the agent."""
         if state == BUSY:
             if not self.open:
+                if typing:  # the TUI's answer to the keys (codex flashes its title's spinner
+                    return 0  # as a prompt is typed): the prompt's own turn begins when it is
                 self.begin(number - 1, typed=False)
-            self.busy_seen = True
+            if number > self.begun_round:  # a screen read before the open turns began says
+                self.busy_seen = True  # nothing of them
             return 0
         if state in (EXITED, SHELL):
             self.open, self.busy_seen = 0, False  # the exit is told on its own
@@ -168,13 +176,14 @@ class Verdicts:
         started: float,
         *,
         screen: str | None = None,
+        typing: bool = False,
     ) -> None:
         """The verdict of round ``number``, begun at loop time ``started`` (``output``: the
         screen changed since the round before; ``quiet_s``: how long it had been quiet;
-        ``screen``: the text it was read from)."""
+        ``screen``: the text it was read from; ``typing``: read while an input was typed)."""
         state = str(result.get("state"))
         agreed, signal_end = self._weigh(state, result, started)
-        ended = self.ledger.judge(state, number, quiet_s, signal_end)
+        ended = self.ledger.judge(state, number, quiet_s, signal_end, typing=typing)
         if ended is None:
             self.ask(max(QUIET_END_S - quiet_s, 0.0) + 0.01)
         via = ("both" if output else "signal") if agreed else "screen"
