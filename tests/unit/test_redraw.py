@@ -37,6 +37,9 @@ def same(fast: Emulator, slow: Emulator) -> None:
         theirs.icon_name,
     )
     assert fast.text() == slow.text()
+    looked = fast.text()
+    fast._rows_size = (0, 0)  # every row read again: the rows text() kept were all current
+    assert fast.text() == looked
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -107,6 +110,15 @@ REDRAWS: list[Piece] = [
     lambda r, h, w: r.choice([b"\x1b[?2026h", b"\x1b[?2026l", b"\x1b[?25h", b"\x1b[1;2;3H"]),
     lambda r, h, w: r.choice([b"\x1b[K", b"\x1b[1K", b"\x1b[2K", b"\x1b[?K", b"\x1b[1;2K"]),
     lambda r, h, w: b"\x1b[%d%s" % (r.randint(0, 4), r.choice(list(b"ABCDEFGdea'")).to_bytes()),
+    lambda r, h, w: (
+        b"\x1b[%s%s%s"  # a move and the text after it (a pending wrap, margins...)
+        % (
+            r.choice([b"", b"0", b"1", b"2", b"%d" % w, b"9999", b"99999"]),
+            r.choice(list(b"ABCDG")).to_bytes(),
+            text(r, w),
+        )
+    ),
+    lambda r, h, w: b"\x1b[%d;%dr" % (r.randint(1, h), r.randint(1, h)),  # margins
     lambda r, h, w: r.choice([b"\x1b]1;icon\x07", b"\x1b]2;t\x9c", b"\x1b]0;\x1b[x\x07"]),
     lambda r, h, w: r.choice([b"\x1b[99999;3H", b"\x1b[3;99999H", b"\x1b[0;0H", b"\x1b[1;1H"]),
 ]

@@ -36,7 +36,6 @@ adapter is asked even about a screen it answered (the provider's files may have 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 import structlog
@@ -87,7 +86,7 @@ class ScreenClassifier:
         self.rounds = 0  # rounds begun
         self._output = False  # the screen changed since the last round began
         self._urgent = False  # a signal asked for a round: no settle wait, no reuse
-        self._wake = asyncio.Event()
+        self._waiting: asyncio.Future[None] | None = None  # _quiet_or's wait, a signal ends it
         self._timers: set[asyncio.TimerHandle] = set()
         self._flowing = FLOWING_S  # the pace of rounds while output flows
         self.verdicts = Verdicts(sup, self.signalled)
@@ -126,7 +125,8 @@ class ScreenClassifier:
             return
         self._urgent = True
         self._flowing = FLOWING_S
-        self._wake.set()
+        if self._waiting is not None and not self._waiting.done():
+            self._waiting.set_result(None)
         self._start()
 
     def _fire(self) -> None:
@@ -216,9 +216,15 @@ class ScreenClassifier:
             not self._urgent
             and (wake := min(due, self._changed_at + self._settle(), self._resumed())) > loop.time()
         ):
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wake - loop.time())
+            # a future and a timer: a wait that times out (most do: the output goes on) costs
+            # no task of its own and no cancellation
+            self._waiting = waiting = loop.create_future()
+            timer = loop.call_at(wake, _done, waiting)
+            try:
+                await waiting
+            finally:
+                timer.cancel()
+                self._waiting = None
 
     def _resumed(self) -> float:
         """When output that began after a quiet spell is due a round: ``SETTLE_S`` after it
@@ -241,6 +247,11 @@ class ScreenClassifier:
         return await sup.peer.call(
             f"adapter/{sup.provider}", "adapter.classify", request, timeout=CALL_TIMEOUT_S
         )
+
+
+def _done(waiting: asyncio.Future[None]) -> None:
+    if not waiting.done():
+        waiting.set_result(None)
 
 
 def _state(verdict: dict[str, Any]) -> Any:

@@ -148,6 +148,8 @@ class Emulator:
         self._failed = False
         self._last = b""  # the last two bytes fed (a switch may begin in them)
         self._redraw = redraw.Redraw.attach(self._stream) if fast else None
+        self._rows: list[str] = []  # each row's text as text() last read it
+        self._rows_size = (0, 0)  # the screen's size then (lines, columns)
 
     def feed(self, data: bytes) -> None:
         """Draw ``data``. pyte decodes all it is fed at once before parsing it, so the bytes
@@ -199,18 +201,27 @@ class Emulator:
 
     def text(self) -> str:
         """The rows as a human sees them, trailing blanks cut (pyte's ``display``, row by row
-        without a call per cell where a row holds only single-width characters, one a cell)."""
+        without a call per cell where a row holds only single-width characters, one a cell).
+        A row is read again only when pyte's screen marks it changed (``dirty``: every method
+        that writes the buffer does, as ``redraw`` and ``Tolerant`` do), or the size changed."""
         screen = self.screen
-        columns, rows, buffer = screen.columns, [], screen.buffer
-        for y in range(screen.lines):
+        columns, lines, buffer, dirty = screen.columns, screen.lines, screen.buffer, screen.dirty
+        if self._rows_size != (lines, columns):
+            self._rows, self._rows_size = [""] * lines, (lines, columns)
+            dirty.update(range(lines))
+        rows = self._rows
+        for y in dirty:
+            if not 0 <= y < lines:
+                continue
             line = buffer.get(y)
             if not line:
-                rows.append("")
+                rows[y] = ""
                 continue
             row = _plain(line, columns)
             if len(row) != columns or not (row.isascii() or redraw.ONE_CELL.fullmatch(row)):
                 row = _render(line, columns)  # a wide or combined character in it
-            rows.append(row.rstrip())
+            rows[y] = row.rstrip()
+        dirty.clear()
         return "\n".join(rows).rstrip("\n")
 
     def title(self) -> str:

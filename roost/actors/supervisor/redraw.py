@@ -6,8 +6,10 @@ character of that through its parser (a generator step each) and builds a cell p
 the screen a reader sees is only the last of those repaints. ``Redraw.feed`` reads the same
 text with one regular expression and handles, as pyte's parser would call the screen for them:
 
-* cursor moves (CUP, HVP, CUU/CUD/CUF/CUB, CNL/CPL, CHA/HPA, VPA, HPR/VPR), CR, BS, TAB, BEL, and
-  LF where it does not scroll: pyte's own methods, which touch no cell;
+* cursor moves: CUP, CUU/CUD/CUF/CUB and CHA (most of a repaint, each followed by text), CR and
+  LF where it does not scroll moved here as pyte moves the cursor, the text after a CSI read in
+  the same step; HVP, CNL/CPL, HPA, VPA, HPR/VPR, BS, TAB and BEL: pyte's own methods, which
+  touch no cell;
 * SGR, modes (``CSI [?] ... h/l``, but DECCOLM and DECSCNM, which rewrite cells) and OSCs (the
   title; hyperlinks and shell marks, which pyte reads and drops): pyte's own methods;
 * text of single-width characters that fits on the cursor's row (autowrap on or off), and EL
@@ -30,7 +32,7 @@ from typing import Any
 
 import pyte
 from pyte.charsets import LAT1_MAP
-from pyte.modes import DECCOLM, DECOM, DECSCNM, IRM
+from pyte.modes import DECCOLM, DECOM, DECSCNM, IRM, LNM
 from wcwidth import wcwidth
 
 
@@ -59,9 +61,10 @@ TOKEN = re.compile(
     "|\x1b\\[([0-9]{0,5})(?:;([0-9]{0,5}))?[Hf]([" + NARROW + "]*)"  # 2-4: a CUP and its text
     "|([" + NARROW + "]+)"  # 5: text
     "|\x1b\\[([0-9;]{0,64})m"  # 6: SGR
-    "|\x1b\\[(\\??)([0-9;]{0,64})([@-~])"  # 7-9: another CSI
-    "|\x1b\\]([\x20-\x4f\x51\x53-\x7e])([^\x07\x1b\x9c]*)(?:\x07|\x1b\\\\)"  # 10-11: an OSC
-    "|([\r\n\x0b\x0c\x08\x09\x07])"  # 12: a control
+    "|\x1b\\[([0-9]{0,4})([ABCDG])([" + NARROW + "]*)"  # 7-9: a cursor move and its text
+    "|\x1b\\[(\\??)([0-9;]{0,64})([@-~])"  # 10-12: another CSI
+    "|\x1b\\]([\x20-\x4f\x51\x53-\x7e])([^\x07\x1b\x9c]*)(?:\x07|\x1b\\\\)"  # 13-14: an OSC
+    "|([\r\n\x0b\x0c\x08\x09\x07])"  # 15: a control
 )
 # one CUP and its text, its groups numbered as TOKEN's for one (2-4)
 CUP = re.compile("()\x1b\\[([0-9]{0,5})(?:;([0-9]{0,5}))?[Hf]([" + NARROW + "]*)")
@@ -168,7 +171,26 @@ class Redraw:
                     continue
             elif kind == 5:
                 run = token.group(5)
-            if kind == 4 or kind == 5:
+            elif kind == 9:  # CUU, CUD, CUF, CUB or CHA as pyte moves (or not) the cursor, and
+                count, final, run = token.group(7, 8, 9)  # the text after it
+                n = int(count) if count else 0
+                if final == "G" or final == "C" or final == "D":
+                    if final == "G":
+                        x = (n or 1) - 1
+                    elif final == "C":
+                        x = cursor.x + (n or 1)
+                    else:  # pending wrap (just past the last column) counts as the last
+                        x = (cursor.x - 1 if cursor.x == columns else cursor.x) - (n or 1)
+                    cursor.x = x if 0 <= x < columns else (0 if x < 0 else columns - 1)
+                else:
+                    margins = screen.margins
+                    if final == "B":
+                        cursor.y = min(cursor.y + (n or 1), margins.bottom if margins else last)
+                    else:
+                        cursor.y = max(cursor.y - (n or 1), margins.top if margins else 0)
+                if not run:
+                    continue
+            if kind == 4 or kind == 5 or kind == 9:
                 x, size = cursor.x, len(run)
                 if not plain or x + size > columns:
                     self.flush()
@@ -198,8 +220,8 @@ class Redraw:
                 else:
                     cursor.attrs = made
                 style = 0
-            elif kind == 9:
-                private, params, final = token.group(7, 8, 9)
+            elif kind == 12:
+                private, params, final = token.group(10, 11, 12)
                 args = _params(params)
                 if final in MOVES and not private:
                     csi[final](*args)
@@ -228,17 +250,28 @@ class Redraw:
                         method(*args)
                     cursor, plain, decom, last, columns = self._state()
                     style = 0
-            elif kind == 11:  # an OSC: pyte reads its first character as the code
-                code, body = token.group(10, 11)
+            elif kind == 14:  # an OSC: pyte reads its first character as the code
+                code, body = token.group(13, 14)
                 if code in "01":
                     self.set_icon_name(body[1:])
                 if code in "02":
                     self.set_title(body[1:])
-            else:  # a control
-                char = token.group(12)
-                if char in "\n\x0b\x0c" and self._scrolls():
-                    self.flush()
-                basic[char]()
+            else:  # a control: CR and a line feed that does not scroll as pyte moves the
+                char = token.group(15)  # cursor (the rest: pyte's own methods)
+                if char == "\r":
+                    cursor.x = 0
+                elif char in "\n\x0b\x0c":
+                    margins = screen.margins
+                    bottom = margins.bottom if margins else last
+                    if cursor.y == bottom:  # it scrolls the region: pyte's index
+                        self.flush()
+                        basic[char]()
+                    else:
+                        cursor.y = min(cursor.y + 1, bottom)
+                        if LNM in screen.mode:
+                            cursor.x = 0
+                else:
+                    basic[char]()
 
     def _placed(self, text: str, start: int, end: int, last: int, columns: int, fill: bytes) -> int:
         """A run of CUPs, each with its text (most of a TUI's repaint), kept aside in one pass;
@@ -301,12 +334,6 @@ class Redraw:
             IRM not in screen.mode
             and (screen.g1_charset if screen.charset else screen.g0_charset) is LAT1_MAP
         )
-
-    def _scrolls(self) -> bool:
-        """Whether a line feed now scrolls the region (or the screen)."""
-        screen = self.screen
-        bottom = screen.margins.bottom if screen.margins else screen.lines - 1
-        return bool(screen.cursor.y == bottom)
 
     def _style(self, attrs: Any) -> int:
         style = self.ids.get(attrs)
