@@ -62,6 +62,7 @@ class Sup:
         self.peer, self.term, self.provider, self.exit = peer, Screen(), "claude", None
         self.identity: str | None = "known"
         self.typing = False  # an input being typed
+        self.agent: Any = None  # the PTY agent (None: no paced reads)
         self.checks = Checks()
         self.verdicts: list[str] = []
         self.screens: list[str | None] = []  # the screen each verdict read
@@ -217,6 +218,39 @@ async def _output_after_a_quiet_spell_is_classified_as_it_begins(
     assert 1 <= len(during) <= 1 + spells  # not one per SETTLE_S either
     assert during[0].startswith("line ")
     assert sup.verdicts[-1] == sup.term.shown
+
+
+class Agent:
+    pacing = True  # its reads are paced
+
+
+async def _paced_reads_are_no_pauses_and_their_end_is_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Output read at a pace longer than the settle time (an unwatched session's paced reads):
+    the wait between two reads is no pause in the output (a round after each would have been
+    one per read); the end of the pacing is, and gets its round at once."""
+    monkeypatch.setattr(classifying, "SETTLE_S", 0.02)
+    monkeypatch.setattr(classifying, "FLOWING_S", 60.0)
+    peer = Peer()
+    sup, classifier = make(peer)
+    sup.agent = agent = Agent()
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 0.5
+    while loop.time() < end:
+        sup.term.shown = f"line {loop.time()}"
+        classifier.changed()
+        await asyncio.sleep(0.04)  # the pace: twice the settle time
+    during = len(peer.screens)
+    assert 1 <= during <= 2, peer.screens  # the first, SETTLE_S after the output began
+    agent.pacing = False  # a paced read found nothing
+    classifier.unpaced()
+    await asyncio.wait_for(settle(classifier), 1)  # not FLOWING_S
+    assert sup.verdicts[-1] == sup.term.shown
+
+
+def test_paced_reads_are_no_pauses_and_their_end_is_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    asyncio.run(_paced_reads_are_no_pauses_and_their_end_is_one(monkeypatch))
 
 
 async def _an_unchanged_request_keeps_its_verdict(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -148,6 +148,7 @@ class Supervisor:
         self.agent = PtyAgent(self.spec, self._on_output, self._on_exit)
         self.watch(self.watched)  # the pace the broker's word so far asks for
         self.term.before_read = self.agent.read_now
+        self.agent.on_unpaced = self.classifier.unpaced
         self.agent.on_drained = self.keyboard.update_gate
         self.agent.launch()
         log.info("agent-started", record=self.record_id, pid=self.agent.pid)

@@ -111,10 +111,16 @@ class ScreenClassifier:
         self._output = True
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if now - self._changed_at >= self._settle():
-            self._resumed_at = now
+        if now - self._changed_at >= self._settle() and not self._pacing():
+            self._resumed_at = now  # (the time between two paced reads is no quiet spell)
         self._changed_at = now
         self._start()
+
+    def unpaced(self) -> None:
+        """The agent's paced reads ended (``PtyAgent.on_unpaced``): the output paused, or
+        floods; the quiet wait takes the settle time from here."""
+        if self._waiting is not None and not self._waiting.done():
+            self._waiting.set_result(None)
 
     def signalled(self, delay: float = 0.0) -> None:
         """A round without the settle wait: now, or ``delay`` seconds from now."""
@@ -210,11 +216,12 @@ class ScreenClassifier:
     async def _quiet_or(self, due: float) -> None:
         """Wait until ``due``, or less: until the output has been quiet for ``SETTLE_S``, or
         ``SETTLE_S`` after it began again, after a quiet spell, since the last round began; a
-        signal ends the wait at once."""
+        signal ends the wait at once. While the agent's reads are paced, the output has not
+        paused until a paced read finds nothing (``unpaced``): no timer wakes the supervisor
+        between two reads to find that output came meanwhile (as one did at every read)."""
         loop = asyncio.get_running_loop()
         while (
-            not self._urgent
-            and (wake := min(due, self._changed_at + self._settle(), self._resumed())) > loop.time()
+            not self._urgent and (wake := min(due, self._quiet_at(), self._resumed())) > loop.time()
         ):
             # a future and a timer: a wait that times out (most do: the output goes on) costs
             # no task of its own and no cancellation
@@ -225,6 +232,14 @@ class ScreenClassifier:
             finally:
                 timer.cancel()
                 self._waiting = None
+
+    def _quiet_at(self) -> float:
+        """When the output will have been quiet for the settle time, as far as is known now."""
+        return float("inf") if self._pacing() else self._changed_at + self._settle()
+
+    def _pacing(self) -> bool:
+        agent = self.sup.agent
+        return agent is not None and agent.pacing
 
     def _resumed(self) -> float:
         """When output that began after a quiet spell is due a round: ``SETTLE_S`` after it

@@ -65,6 +65,11 @@ class PtyAgent:
         self._unwritten = bytearray()  # typed, not yet taken by the terminal
         self.on_drained: Callable[[], None] | None = None  # the terminal took all that waited
         self._reading_now = False  # read_now under way (its output may look at the screen)
+        # Reads are paced: the next is due a pace from now. Whoever waits for the output to
+        # pause needs no timer of its own while this holds: ``on_unpaced`` is called when it
+        # ends (a paced read found nothing, or so much that the reader takes over).
+        self.pacing = False
+        self.on_unpaced: Callable[[], None] | None = None
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -147,6 +152,7 @@ class PtyAgent:
         if self._take(data) and self.pace > 0 and len(data) < PACE_BELOW:
             asyncio.get_running_loop().remove_reader(self.pty.fd)
             asyncio.get_running_loop().call_later(self.pace, self._paced)
+            self.pacing = True
 
     def _paced(self) -> None:
         """A pace after a small read: read what came meanwhile and wait another pace; when
@@ -161,15 +167,23 @@ class PtyAgent:
             data = pty.read(READ_CHUNK)
         except BlockingIOError:
             loop.add_reader(pty.fd, self._readable)
+            self._unpaced()
             return
         except OSError:
             data = b""
         if not self._take(data):
+            self._unpaced()
             return
         if len(data) < PACE_BELOW:
             loop.call_later(self.pace, self._paced)
         else:
             loop.add_reader(pty.fd, self._readable)
+            self._unpaced()
+
+    def _unpaced(self) -> None:
+        self.pacing = False
+        if self.on_unpaced is not None:
+            self.on_unpaced()
 
     def read_now(self) -> None:
         """Hand on what the terminal holds now, without waiting for the pace: a look at the
