@@ -23,7 +23,7 @@ from typing import Any
 
 import psutil
 from fig_output import reader, result, screen_of
-from harness import BenchNode, Mode, Row, Tmux, cpu_seconds, running_node, tmux_server, wait_for
+from harness import BenchNode, Mode, Row, Tmux, running_node, runtime, tmux_server, wait_for
 
 from tests.replay import PROVIDERS, load, path_of
 
@@ -60,12 +60,12 @@ def under_tmux(root: Path, tmux: Tmux, provider: str) -> dict[str, Any]:
     tmux.new(name, command, COLS, ROWS)
     server = tmux.server()
     fd = wait_for(lambda: reader(fifo), 30, "the replayer to wait on its FIFO")
-    before = cpu_seconds([server])
+    before = runtime(server)
     os.close(fd)
     got = result(out, 600)
     if got is None:
         raise RuntimeError(f"the {provider} replay did not finish under tmux in 600 s")
-    cpu = cpu_seconds([server]) - before
+    cpu = runtime(server) - before
     return {**got, "cpu": cpu, "screen": tmux.run("capture-pane", "-p", "-t", name)}
 
 
@@ -85,14 +85,14 @@ def under_roost(root: Path, node: BenchNode, provider: str) -> dict[str, Any]:
         sup = psutil.Process(client.call("session.show", {"id": rec})["record"]["active"]["pid"])
         wait_for(lambda: PROMPT in screen_of(client, rec), 30, "the echo agent's prompt")
         time.sleep(0.5)  # noqa: the prompt's classification settles before the window opens
-        before = cpu_seconds([sup])
+        before = runtime(sup)
         os.close(wait_for(lambda: reader(fifo), 30, "the replayer to wait on its FIFO"))
         got = result(out, 600)
         if got is None:
             raise RuntimeError(f"the {provider} replay did not finish under roost in 600 s")
         want = got["bytes"]
         wait_for(lambda: taken(client, rec) >= want, 60, "the supervisor to read it all")
-        cpu = cpu_seconds([sup]) - before
+        cpu = runtime(sup) - before
         screen = screen_of(client, rec)
     return {**got, "cpu": cpu, "screen": screen}
 

@@ -190,3 +190,17 @@ def test_redraws_never_reach_pytes_parser(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(pyte.Stream, "feed", counting)
     Emulator(40, 120).feed(data)
     assert len(parsed) < 20
+
+
+def test_a_scroll_moves_the_rows_kept_aside_in_its_region_only() -> None:
+    """Text above, in and below a scrolling region, then line feeds at its bottom row, in one
+    feed: the rows kept aside in the region move up with pyte's, the others stay."""
+    data = (
+        b"\x1b[2;4r\x1b[1;1Habove\x1b[6;1Hbelow\x1b[5;1Hunder"
+        b"\x1b[2;1Htop\x1b[3;1Hmid\x1b[4;1Hbottom\n\n\x1b[4;3Hnew\n"
+    )
+    fast, slow = Emulator(6, 10), Emulator(6, 10, fast=False)
+    fast.feed(data)
+    slow.feed(data)
+    same(fast, slow)
+    assert fast.text().splitlines()[:3] == ["above", "", "  new"]

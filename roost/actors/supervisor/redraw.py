@@ -263,8 +263,9 @@ class Redraw:
                 elif char in "\n\x0b\x0c":
                     margins = screen.margins
                     bottom = margins.bottom if margins else last
-                    if cursor.y == bottom:  # it scrolls the region: pyte's index
-                        self.flush()
+                    if cursor.y == bottom:  # it scrolls the region: pyte's index, the rows
+                        if rows:  # kept aside moving up with the region's
+                            self._scroll(margins.top if margins else 0, bottom)
                         basic[char]()
                     else:
                         cursor.y = min(cursor.y + 1, bottom)
@@ -308,6 +309,17 @@ class Redraw:
             line, column, run = item.groups()
             cursor.y, cursor.x = _clamp(line, last), _clamp(column, columns - 1) + len(run)
         return at
+
+    def _scroll(self, top: int, bottom: int) -> None:
+        """The rows kept aside as pyte's ``index`` moves the buffer's when the region from row
+        ``top`` to ``bottom`` scrolls up by one: each row in it up by one, the top one gone."""
+        chars, kept = self.chars, self.kept
+        moved = [(y, chars[y], kept[y]) for y in chars if top <= y <= bottom]
+        for y, _, _ in moved:
+            del chars[y], kept[y]
+        for y, row, styles in moved:
+            if y > top:
+                chars[y - 1], kept[y - 1] = row, styles
 
     def _numbers(self, lines: int, columns: int) -> tuple[dict[str, int], dict[str, int]]:
         """A CUP's row and column parameters (as written, no leading zero) and where they put
