@@ -84,7 +84,7 @@ def under_roost(root: Path, node: BenchNode, provider: str) -> dict[str, Any]:
         rec = client.call("session.spawn", body)["record"]["id"]
         sup = psutil.Process(client.call("session.show", {"id": rec})["record"]["active"]["pid"])
         wait_for(lambda: PROMPT in screen_of(client, rec), 30, "the echo agent's prompt")
-        time.sleep(0.5)  # noqa: the prompt's classification settles before the window opens
+        time.sleep(0.5)  # a measuring pause: the prompt's classification settles first
         before = runtime(sup)
         os.close(wait_for(lambda: reader(fifo), 30, "the replayer to wait on its FIFO"))
         got = result(out, 600)
