@@ -85,10 +85,13 @@ def test_input_past_the_limit_unread_is_refused_and_nothing_of_it_committed(node
             accepted += 1
         assert refused is not None and refused.code == "agent-not-reading"
         assert refused.detail["limit"] == INPUT_PENDING_MAX
-        # 256 KiB of 8 KiB lines waiting, beside what the terminal took and what was typed after
-        # the node last heard the supervisor's gate (its notice that it is full comes after)
+        # 256 KiB of 8 KiB lines waiting in the supervisor, beside what the terminal took (a
+        # Linux pty holds 64 KiB and its line discipline 4 KiB: 9 lines at most) and what the
+        # node handed over before it heard the supervisor's gate (its notice that it is full
+        # comes after): the node's own bound on that is another 256 KiB, reached when the
+        # supervisor lags on a loaded host (66 lines were seen)
         least = INPUT_PENDING_MAX // len(line)
-        assert least <= accepted <= 2 * least, accepted
+        assert least <= accepted <= 2 * least + 9, accepted
         typed = [e for e in node.events() if e["kind"] == "session.input" and e["record"] == rid]
         assert len(typed) == accepted
     finally:
