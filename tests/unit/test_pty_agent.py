@@ -171,6 +171,42 @@ def test_a_trickle_of_output_is_read_at_most_once_a_pace(tmp_path: Path) -> None
     assert len(paced) < len(unpaced) / 3
 
 
+def test_paced_reads_say_when_they_end(tmp_path: Path) -> None:
+    """While a trickle is read at a pace, ``pacing`` holds; the paced read that finds nothing
+    ends it and calls ``on_unpaced`` (the classifier's cue that the output paused)."""
+
+    async def main() -> tuple[list[bool], int, bool]:
+        pacing: list[bool] = []  # the flag at each read
+        ended, unpaced = asyncio.Event(), asyncio.Event()
+        spec = _spec(tmp_path, [sys.executable, "-c", TRICKLE, "40", "0.005"])
+
+        def output(data: bytes) -> None:
+            pacing.append(agent.pacing)
+            if b"END" in data:
+                ended.set()
+
+        agent = PtyAgent(spec, output, lambda status: None)
+        agent.pace = 0.05
+        calls = [0]
+
+        def on_unpaced() -> None:
+            calls[0] += 1
+            unpaced.set()
+
+        agent.on_unpaced = on_unpaced
+        agent.launch()
+        try:
+            await asyncio.wait_for(ended.wait(), 60)
+            await asyncio.wait_for(unpaced.wait(), 10)
+            return pacing, calls[0], agent.pacing
+        finally:
+            _end(agent)
+
+    pacing, calls, after = asyncio.run(main())
+    assert pacing[0] is False and any(pacing[1:])  # the first read at once, the rest paced
+    assert calls >= 1 and after is False
+
+
 def test_a_flood_is_not_held_up_by_the_pace(tmp_path: Path) -> None:
     """20 MB written as fast as the terminal takes it: big reads follow each other at once, so
     a long pace costs the flood nothing like a pace per read."""

@@ -119,8 +119,7 @@ class ScreenClassifier:
     def unpaced(self) -> None:
         """The agent's paced reads ended (``PtyAgent.on_unpaced``): the output paused, or
         floods; the quiet wait takes the settle time from here."""
-        if self._waiting is not None and not self._waiting.done():
-            self._waiting.set_result(None)
+        _done(self._waiting)
 
     def signalled(self, delay: float = 0.0) -> None:
         """A round without the settle wait: now, or ``delay`` seconds from now."""
@@ -131,8 +130,7 @@ class ScreenClassifier:
             return
         self._urgent = True
         self._flowing = FLOWING_S
-        if self._waiting is not None and not self._waiting.done():
-            self._waiting.set_result(None)
+        _done(self._waiting)
         self._start()
 
     def _fire(self) -> None:
@@ -264,8 +262,9 @@ class ScreenClassifier:
         )
 
 
-def _done(waiting: asyncio.Future[None]) -> None:
-    if not waiting.done():
+def _done(waiting: asyncio.Future[None] | None) -> None:
+    """End the quiet wait (if one is under way and not ended)."""
+    if waiting is not None and not waiting.done():
         waiting.set_result(None)
 
 

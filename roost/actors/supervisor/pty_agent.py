@@ -195,16 +195,7 @@ class PtyAgent:
             return
         self._reading_now = True
         try:
-            for _ in range(64):  # at most 4 MiB: a flood is read by the reader, not a look
-                try:
-                    data = pty.read(READ_CHUNK)
-                except OSError:  # BlockingIOError: nothing now; EIO: closed, seen by the reader
-                    return
-                if not data:
-                    return
-                self._on_output(data)
-                if len(data) < PACE_BELOW:
-                    return
+            self._hand_on_waiting(until_short=True)  # a flood is the reader's, not a look's
         finally:
             self._reading_now = False
 
@@ -247,17 +238,24 @@ class PtyAgent:
     def _drain(self) -> None:
         """Hand on what the terminal still holds when the agent has ended (its last words, in a
         read the pace put off or its exit came before), so the last screen shows them."""
-        pty = self.pty
-        if pty is None or pty.fd is None:
-            return
-        for _ in range(64):  # at most 4 MiB: a descendant that writes on cannot hold us here
+        if self.pty is not None and self.pty.fd is not None:
+            self._hand_on_waiting(until_short=False)
+
+    def _hand_on_waiting(self, *, until_short: bool) -> None:
+        """Read what the terminal holds now and hand it on: at most 4 MiB (a descendant that
+        writes on cannot hold us here), and with ``until_short`` no further than a read shorter
+        than a full one (the terminal had no more then)."""
+        assert self.pty is not None
+        for _ in range(64):
             try:
-                data = pty.read(READ_CHUNK)
+                data = self.pty.read(READ_CHUNK)
             except OSError:  # BlockingIOError: nothing more now; EIO: the terminal is closed
                 return
             if not data:
                 return
             self._on_output(data)
+            if until_short and len(data) < PACE_BELOW:
+                return
 
     def _drop_unwritten(self) -> None:
         if self._unwritten and self.pty is not None and self.pty.fd is not None:
