@@ -33,6 +33,7 @@ glob = "*.json"
 regex = '"id": "([0-9a-f-]{{36}})"'
 """
 FROM_ARGUMENT = 'fresh = ["--session-id", "{new_id}"]'
+BUSY_1500 = "QUILL_BUSY_MS=1500"
 
 
 def provider(name: str, command: str, home: Path, from_file: bool = False) -> str:
@@ -77,7 +78,10 @@ def test_a_configured_provider_lives_answers_and_resumes_after_a_node_restart(
     told_path = tmp_path / "told.jsonl"
     node.config.write_text(provider("quill", str(FAKE), home, True) + notify_to(told_path))
     node.up()
-    rec = node.run("spawn", "quill", "--name", "q", "--cwd", str(project))["record"]
+    # a busy line of 1.5 s: longer than the classifier's pace while output flows (a round a
+    # second), so a round reads it however late the CLI draws it after the prompt
+    spawned = node.run("spawn", "quill", "--name", "q", "--cwd", str(project), "--env", BUSY_1500)
+    rec = spawned["record"]
     assert rec["provider"] == "quill" and rec["state"] == "live" and rec["mode"] == "pty"
     assert rec["provider_session"] is None  # quill names its conversation itself
     activity(node, "q", "ready")
