@@ -121,6 +121,11 @@ REDRAWS: list[Piece] = [
     lambda r, h, w: b"\x1b[%d;%dr" % (r.randint(1, h), r.randint(1, h)),  # margins
     lambda r, h, w: r.choice([b"\x1b]1;icon\x07", b"\x1b]2;t\x9c", b"\x1b]0;\x1b[x\x07"]),
     lambda r, h, w: r.choice([b"\x1b[99999;3H", b"\x1b[3;99999H", b"\x1b[0;0H", b"\x1b[1;1H"]),
+    lambda r, h, w: b"".join(  # a row's changed words, each after a CHA (some past the edge)
+        b"\x1b[%dG%s" % (r.randint(0, w + 2), text(r, w // 3)) for _ in range(r.randint(2, 6))
+    ),
+    lambda r, h, w: bytes(r.choice(b"\r\n\n") for _ in range(r.randint(2, h + 2))),  # down rows
+    lambda r, h, w: r.choice([b"\x1b[20h", b"\x1b[20l", b"\n\n", b"\r\r"]),  # LNM: LF is a CR too
 ]
 
 

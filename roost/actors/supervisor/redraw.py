@@ -7,7 +7,8 @@ the screen a reader sees is only the last of those repaints. ``Redraw.feed`` rea
 text with one regular expression and handles, as pyte's parser would call the screen for them:
 
 * cursor moves: CUP, CUU/CUD/CUF/CUB and CHA (most of a repaint, each followed by text), CR and
-  LF where it does not scroll moved here as pyte moves the cursor, the text after a CSI read in
+  LF where it does not scroll moved here as pyte moves the cursor (a run of CRs and LFs that
+  scrolls nothing at once), the text after a CSI read in
   the same step; HVP, CNL/CPL, HPA, VPA, HPR/VPR, BS, TAB and BEL: pyte's own methods, which
   touch no cell;
 * SGR, modes (``CSI [?] ... h/l``, but DECCOLM and DECSCNM, which rewrite cells) and OSCs (the
@@ -57,17 +58,18 @@ def _narrow() -> str:
 NARROW = _narrow()
 ONE_CELL = re.compile("[" + NARROW + "]*")  # text each of whose characters fills one cell
 TOKEN = re.compile(
-    "((?:\x1b\\[[0-9]{1,4};[0-9]{1,4}H[" + NARROW + "]*){2,})"  # 1: CUPs, each with its text
-    "|\x1b\\[([0-9]{0,5})(?:;([0-9]{0,5}))?[Hf]([" + NARROW + "]*)"  # 2-4: a CUP and its text
+    "\x1b\\[(\\??)([0-9;]{0,64})([@-~])([" + NARROW + "]*)"  # 1-4: a CSI and the text after it
     "|([" + NARROW + "]+)"  # 5: text
-    "|\x1b\\[([0-9;]{0,64})m"  # 6: SGR
-    "|\x1b\\[([0-9]{0,4})([ABCDG])([" + NARROW + "]*)"  # 7-9: a cursor move and its text
-    "|\x1b\\[(\\??)([0-9;]{0,64})([@-~])"  # 10-12: another CSI
-    "|\x1b\\]([\x20-\x4f\x51\x53-\x7e])([^\x07\x1b\x9c]*)(?:\x07|\x1b\\\\)"  # 13-14: an OSC
-    "|([\r\n\x0b\x0c\x08\x09\x07])"  # 15: a control
+    "|\x1b\\]([\x20-\x4f\x51\x53-\x7e])([^\x07\x1b\x9c]*)(?:\x07|\x1b\\\\)"  # 6-7: an OSC
+    "|([\r\n]{2,})"  # 8: CRs and LFs (a TUI's way down its rows)
+    "|([\r\n\x0b\x0c\x08\x09\x07])"  # 9: a control
 )
-# one CUP and its text, its groups numbered as TOKEN's for one (2-4)
-CUP = re.compile("()\x1b\\[([0-9]{0,5})(?:;([0-9]{0,5}))?[Hf]([" + NARROW + "]*)")
+# a run of two CUPs or more, each with its text (a TUI's repaint of the rows it changed)
+PLACED_RUN = re.compile("(?:\x1b\\[[0-9]{1,4};[0-9]{1,4}H[" + NARROW + "]*){2,}")
+# a run of two CHAs or more, each with its text (a row's changed words, the spaces between them
+# skipped), and one of them
+COLUMNS_RUN = re.compile("(?:\x1b\\[[0-9]{1,4}G[" + NARROW + "]*){2,}")
+COLUMN = re.compile("\x1b\\[([0-9]+)G([" + NARROW + "]*)")
 PLACED = re.compile("\x1b\\[([0-9]+);([0-9]+)H([" + NARROW + "]*)")  # one CUP of a run of them
 MOVES = frozenset("ABCDEFGdea'")  # CSI finals that only move the cursor
 MODES = frozenset("hl")
@@ -122,7 +124,7 @@ class Redraw:
 
     def _feed(self, text: str) -> None:
         stream, screen = self.stream, self.screen
-        csi, basic = self.csi, self.basic
+        csi = self.csi
         match, parse = TOKEN.match, pyte.Stream.feed
         rows, kept, sgr = self.chars, self.kept, self.sgr
         at, end = 0, len(text)
@@ -145,134 +147,170 @@ class Redraw:
                 continue
             at = token.end()
             kind = token.lastindex
-            if kind == 1:
-                if plain and not decom:
-                    if not style:
-                        style = self._style(cursor.attrs)
-                        fill = bytes((style,)) * columns
-                    done = self._placed(text, token.start(), at, last, columns, fill)
-                    if done > token.start():
-                        at = done
-                        continue
-                # the first CUP's text does not fit, or not plain, or origin mode: that CUP alone
-                token = CUP.match(text, token.start())
-                assert token is not None
-                at, kind = token.end(), 4
-            if kind == 4:  # CUP, with the text after it
-                line, column, run = token.group(2, 3, 4)
-                if decom:
-                    csi["H"](_param(line), _param(column))
+            if kind == 4:  # a CSI, and the text after it
+                private, params, final, run = token.group(1, 2, 3, 4)
+                if private:
+                    self._private(final, _params(params))
+                    cursor, plain, decom, last, columns = self._state()
+                    style = 0
+                elif final in "ABCDG" and ";" not in params:  # CUU, CUD, CUF, CUB or CHA as
+                    n = min(int(params), MAX) if params else 0  # pyte moves (or not) the cursor
+                    if final == "G" and plain and params and run:  # a run of CHAs and texts?
+                        placed = COLUMNS_RUN.match(text, token.start())
+                        if placed is not None:
+                            if not style:
+                                style = self._style(cursor.attrs)
+                                fill = bytes((style,)) * columns
+                            done = self._column_run(
+                                text, token.start(), placed.end(), columns, fill
+                            )
+                            if done > token.start():
+                                at = done
+                                continue
+                    if final == "G" or final == "C" or final == "D":
+                        if final == "G":
+                            x = (n or 1) - 1
+                        elif final == "C":
+                            x = cursor.x + (n or 1)
+                        else:  # pending wrap (just past the last column) counts as the last
+                            x = (cursor.x - 1 if cursor.x == columns else cursor.x) - (n or 1)
+                        cursor.x = x if 0 <= x < columns else (0 if x < 0 else columns - 1)
+                    else:
+                        margins = screen.margins
+                        if final == "B":
+                            cursor.y = min(cursor.y + (n or 1), margins.bottom if margins else last)
+                        else:
+                            cursor.y = max(cursor.y - (n or 1), margins.top if margins else 0)
+                elif final == "m":  # SGR: the style it makes of the cursor's, once per pair
+                    # (and per DECSCNM, which pyte's default style, an SGR 0, reads)
+                    key = (cursor.attrs, params, DECSCNM in screen.mode)
+                    made = sgr.get(key)
+                    if made is None:
+                        csi["m"](*_params(params))
+                        made = sgr[key] = cursor.attrs
+                        if len(sgr) > SGR_KEPT:
+                            sgr.clear()
+                    else:
+                        cursor.attrs = made
+                    style = 0
+                elif (final == "H" or final == "f") and params.count(";") < 2:  # CUP
+                    line, _, column = params.partition(";")
+                    if decom:
+                        csi["H"](_param(line), _param(column))
+                    else:
+                        if final == "H" and plain and line and column:  # a run of CUPs, each
+                            placed = PLACED_RUN.match(text, token.start())  # with its text
+                            if placed is not None:
+                                if not style:
+                                    style = self._style(cursor.attrs)
+                                    fill = bytes((style,)) * columns
+                                done = self._placed(
+                                    text, token.start(), placed.end(), last, columns, fill
+                                )
+                                if done > token.start():
+                                    at = done
+                                    continue
+                        y = _param(line) - 1
+                        cursor.y = y if 0 <= y <= last else (0 if y < 0 else last)
+                        x = _param(column) - 1
+                        cursor.x = x if 0 <= x < columns else (0 if x < 0 else columns - 1)
                 else:
-                    y = int(line) - 1 if line else 0
-                    cursor.y = y if 0 <= y <= last else (0 if y < 0 else last)
-                    x = int(column) - 1 if column else 0
-                    cursor.x = x if 0 <= x < columns else (0 if x < 0 else columns - 1)
+                    args = _params(params)
+                    if final in MOVES:
+                        csi[final](*args)
+                    elif final in MODES:
+                        csi[final](*args)
+                        cursor, plain, decom, last, columns = self._state()
+                    elif final == "K" and plain and len(args) == 1 and args[0] < 3:
+                        if cursor.x < screen.columns:
+                            self._erase(args[0])
+                        else:  # pending wrap: pyte's erase reaches past the last column
+                            self.flush()
+                            csi[final](*args)
+                    else:
+                        self.flush()
+                        csi.get(final, self.debug)(*args)
+                        cursor, plain, decom, last, columns = self._state()
+                    style = 0
                 if not run:
                     continue
             elif kind == 5:
                 run = token.group(5)
-            elif kind == 9:  # CUU, CUD, CUF, CUB or CHA as pyte moves (or not) the cursor, and
-                count, final, run = token.group(7, 8, 9)  # the text after it
-                n = int(count) if count else 0
-                if final == "G" or final == "C" or final == "D":
-                    if final == "G":
-                        x = (n or 1) - 1
-                    elif final == "C":
-                        x = cursor.x + (n or 1)
-                    else:  # pending wrap (just past the last column) counts as the last
-                        x = (cursor.x - 1 if cursor.x == columns else cursor.x) - (n or 1)
-                    cursor.x = x if 0 <= x < columns else (0 if x < 0 else columns - 1)
-                else:
-                    margins = screen.margins
-                    if final == "B":
-                        cursor.y = min(cursor.y + (n or 1), margins.bottom if margins else last)
-                    else:
-                        cursor.y = max(cursor.y - (n or 1), margins.top if margins else 0)
-                if not run:
+            elif kind == 8:  # CRs and LFs: down the rows at once where none scrolls
+                run = token.group(8)
+                margins = screen.margins
+                bottom = margins.bottom if margins else last
+                down = run.count("\n")
+                if cursor.y + down <= bottom:
+                    cursor.y += down
+                    if down < len(run) or LNM in screen.mode:  # a CR, or LFs that are CRs too
+                        cursor.x = 0
                     continue
-            if kind == 4 or kind == 5 or kind == 9:
-                x, size = cursor.x, len(run)
-                if not plain or x + size > columns:
-                    self.flush()
-                    self.draw(run)
-                    cursor, plain, decom, last, columns = self._state()
-                    style = 0
-                    continue
-                if not style:
-                    style = self._style(cursor.attrs)
-                    fill = bytes((style,)) * columns
-                y = cursor.y
-                chars = rows.get(y)
-                if chars is None:
-                    chars = self._row(y)
-                chars[x : x + size] = run
-                kept[y][x : x + size] = fill[:size]
-                cursor.x = x + size
-            elif kind == 6:  # SGR: the style it makes of the cursor's, once per pair
-                # (and per DECSCNM, which pyte's default style, an SGR 0, reads)
-                key = (cursor.attrs, token.group(6), DECSCNM in screen.mode)
-                made = sgr.get(key)
-                if made is None:
-                    csi["m"](*_params(key[1]))
-                    made = sgr[key] = cursor.attrs
-                    if len(sgr) > SGR_KEPT:
-                        sgr.clear()
-                else:
-                    cursor.attrs = made
-                style = 0
-            elif kind == 12:
-                private, params, final = token.group(10, 11, 12)
-                args = _params(params)
-                if final in MOVES and not private:
-                    csi[final](*args)
-                elif final in MODES:
-                    if private and CELL_MODES & {arg << 5 for arg in args}:
-                        self.flush()
-                    if private:
-                        csi[final](*args, private=True)
-                    else:
-                        csi[final](*args)
-                    cursor, plain, decom, last, columns = self._state()
-                    style = 0
-                elif final == "K" and not private and plain and len(args) == 1 and args[0] < 3:
-                    if cursor.x < screen.columns:
-                        self._erase(args[0])
-                    else:  # pending wrap: pyte's erase reaches past the last column
-                        self.flush()
-                        csi[final](*args)
-                    style = 0
-                else:
-                    self.flush()
-                    method = csi.get(final, self.debug)
-                    if private:
-                        method(*args, private=True)
-                    else:
-                        method(*args)
-                    cursor, plain, decom, last, columns = self._state()
-                    style = 0
-            elif kind == 14:  # an OSC: pyte reads its first character as the code
-                code, body = token.group(13, 14)
+                for char in run:
+                    self._control(char, last)
+                continue
+            elif kind == 9:  # a control
+                self._control(token.group(9), last)
+                continue
+            else:  # an OSC: pyte reads its first character as the code
+                code, body = token.group(6, 7)
                 if code in "01":
                     self.set_icon_name(body[1:])
                 if code in "02":
                     self.set_title(body[1:])
-            else:  # a control: CR and a line feed that does not scroll as pyte moves the
-                char = token.group(15)  # cursor (the rest: pyte's own methods)
-                if char == "\r":
+                continue
+            # text, alone or after a CSI
+            x, size = cursor.x, len(run)
+            if not plain or x + size > columns:
+                self.flush()
+                self.draw(run)
+                cursor, plain, decom, last, columns = self._state()
+                style = 0
+                continue
+            if not style:
+                style = self._style(cursor.attrs)
+                fill = bytes((style,)) * columns
+            y = cursor.y
+            chars = rows.get(y)
+            if chars is None:
+                chars = self._row(y)
+            chars[x : x + size] = run
+            kept[y][x : x + size] = fill[:size]
+            cursor.x = x + size
+
+    def _private(self, final: str, args: list[int]) -> None:
+        """A private CSI (``CSI ? ...``): modes as pyte sets them (flushing first for those that
+        rewrite cells), the rest as pyte calls them."""
+        csi = self.csi
+        if final in MODES:
+            if CELL_MODES & {arg << 5 for arg in args}:
+                self.flush()
+            csi[final](*args, private=True)
+            return
+        self.flush()
+        csi.get(final, self.debug)(*args, private=True)
+
+    def _control(self, char: str, last: int) -> None:
+        """A control: CR and a line feed as pyte moves the cursor, a line feed that scrolls
+        the region through pyte's index with the rows kept aside moving up with it; the rest:
+        pyte's own methods."""
+        screen = self.screen
+        cursor = screen.cursor
+        if char == "\r":
+            cursor.x = 0
+        elif char in "\n\x0b\x0c":
+            margins = screen.margins
+            bottom = margins.bottom if margins else last
+            if cursor.y == bottom:
+                if self.chars:
+                    self._scroll(margins.top if margins else 0, bottom)
+                self.basic[char]()
+            else:
+                cursor.y = min(cursor.y + 1, bottom)
+                if LNM in screen.mode:
                     cursor.x = 0
-                elif char in "\n\x0b\x0c":
-                    margins = screen.margins
-                    bottom = margins.bottom if margins else last
-                    if cursor.y == bottom:  # it scrolls the region: pyte's index, the rows
-                        if rows:  # kept aside moving up with the region's
-                            self._scroll(margins.top if margins else 0, bottom)
-                        basic[char]()
-                    else:
-                        cursor.y = min(cursor.y + 1, bottom)
-                        if LNM in screen.mode:
-                            cursor.x = 0
-                else:
-                    basic[char]()
+        else:
+            self.basic[char]()
 
     def _placed(self, text: str, start: int, end: int, last: int, columns: int, fill: bytes) -> int:
         """A run of CUPs, each with its text (most of a TUI's repaint), kept aside in one pass;
@@ -309,6 +347,30 @@ class Redraw:
             line, column, run = item.groups()
             cursor.y, cursor.x = _clamp(line, last), _clamp(column, columns - 1) + len(run)
         return at
+
+    def _column_run(self, text: str, start: int, end: int, columns: int, fill: bytes) -> int:
+        """A run of CHAs on the cursor's row, each with its text, kept aside in one pass; where
+        a text does not fit the row, the run stops before its CHA: returns where the run was
+        read to."""
+        cursor, done = self.screen.cursor, start
+        chars = self.chars.get(cursor.y)
+        if chars is None:
+            chars = self._row(cursor.y)
+        kept = self.kept[cursor.y]
+        numbers = self._numbers(self.screen.lines, columns)[1]
+        for item in COLUMN.finditer(text, start, end):
+            column, run = item.groups()
+            x = numbers.get(column, -1)
+            if x < 0:
+                x = _clamp(column, columns - 1)
+            size = len(run)
+            if x + size > columns:
+                break
+            chars[x : x + size] = run
+            kept[x : x + size] = fill[:size]
+            cursor.x = x + size
+            done = item.end()
+        return done
 
     def _scroll(self, top: int, bottom: int) -> None:
         """The rows kept aside as pyte's ``index`` moves the buffer's when the region from row
