@@ -41,19 +41,21 @@ class Terminal:
     def __init__(self, rows: int, cols: int) -> None:
         self._emulator = Emulator(rows, cols)
         self._escapes = EscapeFilter()
-        self._backlog: list[bytes] = []
-        self._held = 0  # bytes in the backlog
+        self._raw: list[bytes] = []  # output not through the escape filter yet
+        self._backlog: list[bytes] = []  # filtered output not emulated yet (a run of text)
+        self._held = 0  # bytes in both
         self.skipped = 0  # bytes of output pyte was never fed (they scrolled away)
         self._text: str | None = None  # the screen's text, until the next output or resize
         # called before the screen is read: the supervisor takes what the agent wrote meanwhile
         self.before_read: Callable[[], None] = _nothing
 
     def feed(self, data: bytes) -> None:
-        data = self._escapes.feed(data)
+        """Output, held raw until the screen is read (the escape filter too reads the backlog
+        in one pass then, not each read on its own)."""
         if not data:
             return
         self._text = None
-        self._backlog.append(data)
+        self._raw.append(data)
         self._held += len(data)
         if self._held > BACKLOG:
             self._catch_up(final=False)
@@ -94,10 +96,14 @@ class Terminal:
     def _catch_up(self, final: bool = True) -> None:
         """Emulate the backlog; unless ``final``, a run of text at its end that may go on in the
         next read stays in it (so a flood costs one tail, not one per catch-up)."""
-        if not self._backlog:
-            return
+        if self._raw:
+            self._backlog.append(self._escapes.feed(b"".join(self._raw)))
+            self._raw.clear()
         data = b"".join(self._backlog)
         self._backlog.clear()
+        if not data:
+            self._held = 0
+            return
         done = self._skim(data, final)
         if done < len(data):
             self._backlog.append(data[done:])
