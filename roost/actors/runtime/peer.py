@@ -444,8 +444,11 @@ class Peer:
             op=op,
         )
         self._send(header, body or {})
+        # the deadline as a timer on the reply's future (wait_for would add a waiter and a
+        # callback of its own to every call)
+        deadline = asyncio.get_running_loop().call_later(timeout, _expire, future)
         try:
-            reply_header, reply = await asyncio.wait_for(future, timeout)
+            reply_header, reply = await future
         except TimeoutError:
             raise RoostError(
                 "unavailable" if restartable(target) else "timeout",
@@ -453,6 +456,7 @@ class Peer:
                 {"target": target, "method": method},
             ) from None
         finally:
+            deadline.cancel()
             self._pending.pop(rid, None)
             self._targets.pop(rid, None)
             self._packed.discard(rid)
@@ -484,3 +488,9 @@ class Peer:
     def publish_packed(self, topic: str, payload: bytes) -> None:
         """Publish a body that is already msgpack (relaying another broker's events)."""
         self._send_packed(p.Header(kind=p.PUBLISH, extra={"topic": topic}), payload)
+
+
+def _expire(future: asyncio.Future[Any]) -> None:
+    """A call's deadline: its reply has not come."""
+    if not future.done():
+        future.set_exception(TimeoutError())
