@@ -89,8 +89,11 @@ def sample(agent_pid: int | None, pty_fd: int | None) -> Evidence:
     if agent_pid:
         try:
             proc = psutil.Process(agent_pid)
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                agent = _info(proc)
+            with proc.oneshot():  # its /proc files read once for the status and the rest
+                alive = proc.status() != psutil.STATUS_ZOMBIE
+                if alive:
+                    agent = _info(proc)
+            if alive:
                 children = descendants_of(proc)
                 descendants = tuple(i for i in map(_info, children) if i is not None)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
