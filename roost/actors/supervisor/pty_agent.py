@@ -43,9 +43,12 @@ WATCH_S = 1.0  # where there is no pidfd (not Linux, or a kernel before 5.3)
 # never held up.
 READ_PACE_S = 0.05
 # The pace while nobody subscribes to the session's output: only the screen (read by the
-# classifier about once a second while output flows) and the transcript take it then, and a
-# pty turn's end is still seen well within a second of its last byte.
-UNWATCHED_PACE_S = 0.25
+# classifier about once a second while output flows) and the transcript take it then. Output
+# is quiet once a paced read finds nothing, so a pty turn's end is seen at most two paces after
+# its last byte (0.6 s), plus a classification: within a second. Each paced read costs a
+# wake-up (most of what a streamed answer costs an unwatched supervisor), so this is as long as
+# that bound allows.
+UNWATCHED_PACE_S = 0.3
 PACE_BELOW = 4095
 
 
