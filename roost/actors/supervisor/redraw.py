@@ -320,7 +320,7 @@ class Redraw:
         lines, cols = self._numbers(last + 1, columns)
         x = y = done = 0
         for line, column, run in PLACED.findall(text, start, end):
-            y = lines.get(line, -1)
+            y = lines.get(line, -1)  # _place's, inline: a repaint's hottest loop (codex's)
             if y < 0:
                 y = _clamp(line, last)
             x = cols.get(column, -1)
@@ -360,10 +360,7 @@ class Redraw:
         numbers = self._numbers(self.screen.lines, columns)[1]
         for item in COLUMN.finditer(text, start, end):
             column, run = item.groups()
-            x = numbers.get(column, -1)
-            if x < 0:
-                x = _clamp(column, columns - 1)
-            size = len(run)
+            x, size = _place(numbers, column, columns - 1), len(run)
             if x + size > columns:
                 break
             chars[x : x + size] = run
@@ -477,6 +474,13 @@ class Cells(dict[str, Any]):
     def __missing__(self, char: str) -> Any:
         cell = self[char] = self._attrs._replace(data=char)
         return cell
+
+
+def _place(numbers: dict[str, int], text: str, last: int) -> int:
+    """A CUP's or CHA's parameter as pyte places the cursor by it: looked up among those
+    written without a leading zero, else ``_clamp``."""
+    place = numbers.get(text, -1)
+    return place if place >= 0 else _clamp(text, last)
 
 
 def _clamp(text: str, last: int) -> int:
