@@ -18,6 +18,7 @@ import zmq.asyncio
 from roost.actors.runtime import peer as peer_mod
 from roost.actors.runtime.peer import Peer
 from roost.wire import protocol as p
+from roost.wire.errors import RoostError
 
 # What the pipe holds before a send meets it full: the DEALER's send and the ROUTER's receive
 # high-water marks (1,000 each by default), the kernel's socket buffers and libzmq's batches
@@ -345,5 +346,53 @@ def test_a_refused_handshake_is_tried_again_on_a_fresh_socket(ctx: zmq.asyncio.C
             await _stop(peer, task)
             zap.cancel()
             router.close(0)
+
+    asyncio.run(main())
+
+
+def test_a_call_gets_its_reply_or_its_deadline_and_a_late_reply_is_dropped(
+    ctx: zmq.asyncio.Context, tmp_path: Path
+) -> None:
+    """A call answered in time returns the reply; one never answered raises ``timeout`` at its
+    deadline (``unavailable`` for a target that restarts) and is forgotten; its reply coming
+    after that is dropped, and the next call still gets its own."""
+
+    async def main() -> None:
+        endpoint = f"ipc://{tmp_path}/broker.sock"
+        router = _router(ctx, endpoint)
+        peer = Peer(ctx, endpoint, "caller", "token", incarnation="i1", heartbeat=600)
+        task = asyncio.create_task(peer.run())
+        try:
+            frames = await asyncio.wait_for(router.recv_multipart(), 10)
+            routing_id = frames[0]
+            await _hello_reply(router, routing_id, pings=False)
+            await asyncio.wait_for(peer.registered.wait(), 10)
+
+            async def answer(header: p.Header, body: dict[str, Any]) -> None:
+                reply = p.Header(kind=p.RESPONSE, rid=header.rid, sender=header.target)
+                await router.send_multipart([routing_id, reply.encode(), p.pack(body)])
+
+            call = asyncio.create_task(peer.call("someone", "echo.it", {"n": 1}, timeout=10))
+            header, body = await _recv(router)
+            await answer(header, {"got": body["n"]})
+            assert await asyncio.wait_for(call, 10) == {"got": 1}
+
+            loop = asyncio.get_running_loop()
+            for target, code in (("someone", "timeout"), ("adapter/x", "unavailable")):
+                began = loop.time()
+                with pytest.raises(RoostError) as raised:
+                    await peer.call(target, "echo.never", {}, timeout=0.3)
+                assert raised.value.code == code
+                assert 0.3 <= loop.time() - began < 5
+                late, _ = await _recv(router)
+                await answer(late, {"late": True})  # after its deadline: nobody waits for it
+            assert not peer._pending and not peer._targets
+
+            call = asyncio.create_task(peer.call("someone", "echo.it", {"n": 2}, timeout=10))
+            header, body = await _recv(router)
+            await answer(header, {"got": body["n"]})
+            assert await asyncio.wait_for(call, 10) == {"got": 2}
+        finally:
+            await _stop(peer, task)
 
     asyncio.run(main())
